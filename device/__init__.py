@@ -1,0 +1,10 @@
+"""The gxu device: a PrivateUse1 backend with real memory on the execution target.
+
+Layering (after PyTorch's torch_openreg): `memory` owns allocations and aliasing,
+`ops` runs aten ops on them, `module` is `torch.gxu` and the registration.
+"""
+from .memory import backing_alias, from_backing, memory_allocated, max_memory_allocated
+from .module import DEVICE_NAME, register
+
+__all__ = ["DEVICE_NAME", "backing_alias", "from_backing", "memory_allocated",
+           "max_memory_allocated", "register"]

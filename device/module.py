@@ -1,0 +1,177 @@
+"""`torch.gxu`: the device module, plus PrivateUse1 registration (hooks, guard, methods).
+
+One gxu device (index 0). Its properties are the active hardware spec; its memory and
+streams are those of the execution target (see `gxusim.target`).
+
+Internals used (checked on torch 2.11 and 2.13): `torch._C._get_privateuse1_backend_name`,
+`torch._C._acc` hooks and device guard, `torch._register_device_module`.
+"""
+from __future__ import annotations
+
+import threading
+import types
+
+import torch
+
+from gxusim import target
+from gxusim.spec import HardwareSpec, current_spec
+
+from . import memory, ops
+
+DEVICE_NAME = "gxu"
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 1
+
+
+def current_device() -> int:
+    return 0
+
+
+def _check_index(device: "int | str | torch.device | None") -> int:
+    index = torch.device(device).index if isinstance(device, (str, torch.device)) else device
+    if index not in (None, 0):
+        raise ValueError(f"gxu has one device (index 0); got device index {index}")
+    return 0
+
+
+def set_device(device: "int | str | torch.device") -> None:
+    _check_index(device)
+
+
+class device:
+    """Context manager selecting a gxu device; there is one, so it only checks the index."""
+
+    def __init__(self, device: "int | str | torch.device | None") -> None:
+        _check_index(device)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def synchronize(device: "int | str | torch.device | None" = None) -> None:
+    """Wait for all work on gxu (the CUDA stream on the cuda target; nothing on the emulator)."""
+    _check_index(device)
+    if target.current_target() == "cuda":
+        torch.cuda.synchronize()
+
+
+def manual_seed(seed: int) -> None:
+    ops.generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def seed() -> None:
+    ops.generator().seed()
+
+
+def initial_seed() -> int:
+    return ops.generator().initial_seed()
+
+
+def get_rng_state(device: "int | str | torch.device" = "gxu") -> torch.Tensor:
+    return ops.generator().get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: "int | str | torch.device" = "gxu") -> None:
+    ops.generator().set_state(new_state)
+
+
+def get_device_properties(device: "int | str | torch.device | None" = None) -> HardwareSpec:
+    """The active hardware spec (what the device is, as far as gxusim is concerned)."""
+    _check_index(device)
+    return current_spec()
+
+
+def get_device_name(device: "int | str | torch.device | None" = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: "int | str | torch.device | None" = None) -> tuple[int, int]:
+    if target.current_target() == "cuda":
+        return torch.cuda.get_device_capability()
+    return (0, 0)
+
+
+def current_stream(device: "int | str | torch.device | None" = None):
+    return torch.cuda.current_stream() if target.current_target() == "cuda" else None
+
+
+memory_allocated = memory.memory_allocated
+max_memory_allocated = memory.max_memory_allocated
+reset_peak_memory_stats = memory.reset_peak_memory_stats
+
+
+def _build_module() -> types.ModuleType:
+    module = types.ModuleType("torch.gxu", "The gxu device (gxusim): see gxusim.device.module.")
+    for name in ("is_available", "is_initialized", "_is_in_bad_fork", "device_count",
+                 "current_device", "set_device", "device", "synchronize", "manual_seed", "manual_seed_all",
+                 "seed", "initial_seed", "get_rng_state", "set_rng_state", "get_device_properties",
+                 "get_device_name", "get_device_capability", "current_stream", "memory_allocated",
+                 "max_memory_allocated", "reset_peak_memory_stats"):
+        setattr(module, name, globals()[name])
+    return module
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, device_index: int) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+_lock = threading.Lock()
+_registered = False
+
+
+def register() -> None:
+    """Register the gxu device once per process (idempotent, thread-safe)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        name = torch._C._get_privateuse1_backend_name()
+        if name not in ("privateuseone", DEVICE_NAME):
+            raise RuntimeError(
+                f"gxusim needs the PrivateUse1 backend to be named {DEVICE_NAME!r}, but it was "
+                f"already renamed to {name!r} in this process (torch allows one rename per "
+                f"process); import gxusim before the other backend, or in another process")
+        if name == "privateuseone":
+            torch.utils.rename_privateuse1_backend(DEVICE_NAME)
+        if not hasattr(torch.Tensor, "is_gxu"):
+            torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        if not hasattr(torch, DEVICE_NAME):
+            torch._register_device_module(DEVICE_NAME, _build_module())
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+        torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+        ops.register()
+        memory.register_serialization()
+        _registered = True

@@ -1,0 +1,19 @@
+"""gxusim: run PyTorch models on the GXU accelerator before the silicon exists.
+
+`import gxusim` registers the `gxu` device (PrivateUse1), `torch.gxu`, and the
+TorchInductor backend that generates grid-capped GXU kernels. Pipeline stages, one
+module each: spec -> device -> compiler (lowering hooks, kernel codegen, heuristics,
+launch) -> target (CUDA or emulator) -> report.
+"""
+from .findings import Finding, GXULimitError
+from .spec import HardwareSpec, SpecError, current_spec, load_spec, use_spec
+from .target import current_target, set_target
+
+from gxusim.device import register as _register_device
+
+_register_device()
+
+__all__ = [
+    "Finding", "GXULimitError", "HardwareSpec", "SpecError", "current_spec", "current_target",
+    "load_spec", "set_target", "use_spec",
+]

@@ -1,0 +1,199 @@
+"""Hardware spec: the GXU limits as data (stage 1 of the pipeline).
+
+A `HardwareSpec` is a frozen dataclass loaded from a TOML preset shipped in
+`gxusim/specs/` or from a user's TOML file. Every other stage (heuristics, launch
+checks, emulator, performance model) reads its limits from the *active* spec,
+set by `use_spec` or the `GXUSIM_SPEC` environment variable.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any, Union
+
+PRESET_DIR = Path(__file__).parent / "specs"
+
+
+class SpecError(ValueError):
+    """An invalid hardware spec: names the field, the value and the rule broken."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareSpec:
+    name: str
+    sm_count: int
+    max_grid: int  # programs per launch, all grid dimensions together
+    max_num_warps: int  # warps per program
+    max_blocks_per_sm: int  # resident programs per SM
+    max_warps_per_sm: int
+    warp_size: int
+    max_threads_per_block: int
+    regs_per_sm: int  # 32-bit registers
+    smem_per_sm: int  # bytes
+    mem_bandwidth: float  # bytes/s, DRAM
+    clock_hz: float
+    launch_overhead_s: float
+    max_regs_per_thread: int = 255
+    l2_bytes: int = 0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for rule in _RULES:
+            rule(self)
+
+    @property
+    def wave_size(self) -> int:
+        """Programs resident at once when every SM holds its maximum of blocks."""
+        return self.sm_count * self.max_blocks_per_sm
+
+    def replace(self, **changes: Any) -> "HardwareSpec":
+        """A copy with some fields changed (validated like any spec)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_POSITIVE_INTS = (
+    "sm_count", "max_grid", "max_num_warps", "max_blocks_per_sm", "max_warps_per_sm",
+    "warp_size", "max_threads_per_block", "regs_per_sm", "smem_per_sm", "max_regs_per_thread",
+)
+_POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
+
+
+def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
+    raise SpecError(f"spec {spec.name!r}: {field} = {getattr(spec, field)!r} is invalid: {rule}")
+
+
+def _check_types(spec: HardwareSpec) -> None:
+    if not isinstance(spec.name, str) or not spec.name:
+        raise SpecError(f"spec name = {spec.name!r} is invalid: must be a non-empty string")
+    for field in _POSITIVE_INTS + ("l2_bytes",):
+        value = getattr(spec, field)
+        if not isinstance(value, int) or isinstance(value, bool):
+            _fail(spec, field, "must be an integer")
+    for field in _POSITIVE_FLOATS + ("launch_overhead_s",):
+        value = getattr(spec, field)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            _fail(spec, field, "must be a number")
+
+
+def _check_positive(spec: HardwareSpec) -> None:
+    for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
+        if getattr(spec, field) <= 0:
+            _fail(spec, field, "must be positive")
+    for field in ("launch_overhead_s", "l2_bytes"):
+        if getattr(spec, field) < 0:
+            _fail(spec, field, "must not be negative")
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def _check_powers_of_two(spec: HardwareSpec) -> None:
+    for field in ("max_num_warps", "warp_size"):
+        if not _is_power_of_two(getattr(spec, field)):
+            _fail(spec, field, "must be a power of two (Triton's num_warps and warp sizes are)")
+
+
+def _check_consistency(spec: HardwareSpec) -> None:
+    # A single program at the warp limit must be launchable and resident on one SM:
+    # otherwise the largest legal launch could never run.
+    if spec.max_num_warps * spec.warp_size > spec.max_threads_per_block:
+        _fail(spec, "max_num_warps",
+              f"max_num_warps * warp_size = {spec.max_num_warps * spec.warp_size} exceeds "
+              f"max_threads_per_block = {spec.max_threads_per_block}")
+    if spec.max_num_warps > spec.max_warps_per_sm:
+        _fail(spec, "max_num_warps",
+              f"a program of max_num_warps warps must fit on one SM (max_warps_per_sm = "
+              f"{spec.max_warps_per_sm})")
+    if spec.max_grid < 1:
+        _fail(spec, "max_grid", "must allow at least one program (one wave of a single program)")
+
+
+_RULES = (_check_types, _check_positive, _check_powers_of_two, _check_consistency)
+FIELDS = tuple(f.name for f in dataclasses.fields(HardwareSpec))
+
+
+def presets() -> list[str]:
+    """Names of the presets shipped with gxusim."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec file {path}: not valid TOML: {e}") from None
+    data = dict(data.get("spec", data))
+    base = data.pop("base", None)
+    if base is not None:
+        data = {**load_spec(base).as_dict(), **data}
+    return data
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec:
+    """Build and validate a spec; unknown or missing keys are errors naming the key."""
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise SpecError(f"{source}: unknown spec field(s) {unknown}; known fields: {list(FIELDS)}")
+    required = [f.name for f in dataclasses.fields(HardwareSpec)
+                if f.default is dataclasses.MISSING and f.name not in data]
+    if required:
+        raise SpecError(f"{source}: missing spec field(s) {required}")
+    return HardwareSpec(**data)
+
+
+def load_spec(name_or_path: Union[str, os.PathLike, HardwareSpec]) -> HardwareSpec:
+    """A preset by name ("gxu", "h200"), or a TOML file (optionally `base = "gxu"` plus overrides)."""
+    if isinstance(name_or_path, HardwareSpec):
+        return name_or_path
+    text = str(name_or_path)
+    preset = PRESET_DIR / f"{text}.toml"
+    if os.sep not in text and not text.endswith(".toml"):
+        if not preset.exists():
+            raise SpecError(f"unknown spec preset {text!r}; presets: {presets()}, or give a .toml path")
+        path = preset
+    else:
+        path = Path(text)
+        if not path.exists():
+            raise SpecError(f"spec file {text!r} does not exist")
+    return spec_from_dict(_read_toml(path), source=str(path))
+
+
+_lock = threading.Lock()
+_active: HardwareSpec | None = None
+
+
+def current_spec() -> HardwareSpec:
+    """The active spec: set by `use_spec`, else `$GXUSIM_SPEC`, else the "gxu" preset."""
+    global _active
+    with _lock:
+        if _active is None:
+            _active = load_spec(os.environ.get("GXUSIM_SPEC", "gxu"))
+        return _active
+
+
+class use_spec:
+    """Set the active spec; as a context manager, restore the previous one on exit."""
+
+    def __init__(self, spec_or_name: Union[str, os.PathLike, HardwareSpec]):
+        global _active
+        new = load_spec(spec_or_name)
+        self._previous = current_spec()
+        with _lock:
+            _active = new
+        self.spec = new
+
+    def __enter__(self) -> HardwareSpec:
+        return self.spec
+
+    def __exit__(self, *exc: object) -> None:
+        global _active
+        with _lock:
+            _active = self._previous
