@@ -10,12 +10,15 @@ mapped back by the op's schema:
 * a result the op was asked to put elsewhere (`device="cpu"`) is returned as it is.
 
 `out=` tensors are sized first by running the op on meta tensors, since the aliases'
-storages cannot grow. Random ops draw from the gxu generator unless given one.
+storages cannot grow. Random ops (tagged `nondeterministic_seeded`) run with the gxu
+generator's state swapped into the backing device's default generator, so gxu has its
+own reproducible random stream whatever the op's signature.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
 storages grow by reallocation) and `set_` (metadata only).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import torch
@@ -25,16 +28,39 @@ from gxusim import target
 from . import memory
 
 _generator: torch.Generator | None = None
+# The swap below briefly replaces a process-wide generator's state; serialise it so that
+# concurrent random ops neither interleave their streams nor restore the wrong state.
+_rng_lock = threading.Lock()
 
 
 def generator() -> torch.Generator:
-    """The generator random gxu ops draw from (on the backing device), seeded by torch.gxu."""
+    """The gxu random stream: a backing-device generator, seeded by torch.gxu."""
     global _generator
     device = target.backing_device()
     if _generator is None or _generator.device != device:
         _generator = torch.Generator(device=device)
         _generator.manual_seed(torch.initial_seed())
     return _generator
+
+
+def _default_generator(device: torch.device) -> torch.Generator:
+    if device.type == "cuda":
+        return torch.cuda.default_generators[device.index]
+    return torch.default_generator
+
+
+def _run_seeded(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
+    """Run a random op on the backing device drawing from the gxu stream, not the device's."""
+    gxu = generator()
+    default = _default_generator(gxu.device)
+    with _rng_lock:
+        saved = default.get_state()
+        default.set_state(gxu.get_state())
+        try:
+            return op(*args, **kwargs)
+        finally:
+            gxu.set_state(default.get_state())
+            default.set_state(saved)
 
 
 def _is_gxu(value: Any) -> bool:
@@ -100,12 +126,13 @@ def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: 
     if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
            for a in schema.arguments):
         _size_out_arguments(op, args, kwargs)
-    if "generator" in kwargs and kwargs["generator"] is None:
-        kwargs["generator"] = generator()
     aliaser = _Aliaser()
     backing_args = _map(args, aliaser)
     backing_kwargs = {k: _map(v, aliaser) for k, v in kwargs.items()}
-    result = op(*backing_args, **backing_kwargs)
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        result = _run_seeded(op, backing_args, backing_kwargs)
+    else:
+        result = op(*backing_args, **backing_kwargs)
 
     wanted = kwargs.get("device")
     stays_put = wanted is not None and torch.device(wanted).type != "gxu"
