@@ -36,8 +36,8 @@ class _DLDataType(ctypes.Structure):
 
 class _DLTensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+                ("dtype", _DLDataType), ("shape", ctypes.c_void_p),  # int64_t*
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
 
 
 class _DLManagedTensor(ctypes.Structure):
@@ -47,6 +47,12 @@ class _DLManagedTensor(ctypes.Structure):
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
 _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
                              ("deleter", _Deleter)]
+
+
+class _Allocation(ctypes.Structure):
+    """One capsule's memory: the managed tensor and the shape it points to (its byte count)."""
+
+    _fields_ = [("managed", _DLManagedTensor), ("nbytes", ctypes.c_int64)]
 
 _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.restype = ctypes.py_object
@@ -58,6 +64,7 @@ class _Allocations:
 
     def __init__(self) -> None:
         self.live: dict[int, tuple] = {}
+        self.aliases: dict[int, torch.UntypedStorage] = {}  # data_ptr -> `alias_storage`
         self.handles = itertools.count(1)
         self.allocated = 0
         self.peak = 0
@@ -71,30 +78,50 @@ _allocations = _Allocations()
 def _release(managed: "ctypes._Pointer[_DLManagedTensor]") -> None:
     entry = _allocations.live.pop(managed.contents.manager_ctx, None)
     if entry is not None:
+        _, _, alias, nbytes = entry
+        ptr = managed.contents.dl_tensor.data
+        # Drop the alias before the memory (held by `entry`) can be reused for another one.
+        if _allocations.aliases.get(ptr) is alias:
+            del _allocations.aliases[ptr]
         with _allocations.lock:
-            _allocations.allocated -= entry[-1]
+            _allocations.allocated -= nbytes
+
+
+def _template() -> bytes:
+    """The fields every allocation shares: a 1-d, contiguous (null strides) uint8 tensor on
+    kDLExtDev 0, released by `_release`. Copying it is cheaper than setting them one by one."""
+    allocation = _Allocation()
+    tensor = allocation.managed.dl_tensor
+    tensor.device = _DLDevice(_DL_EXT_DEV, 0)
+    tensor.ndim = 1
+    tensor.dtype = _DLDataType(1, 8, 1)
+    allocation.managed.deleter = _release
+    return bytes(allocation)
+
+
+_TEMPLATE = _template()
+_SHAPE_OFFSET = _Allocation.nbytes.offset
 
 
 def _wrap_storage(backing: torch.UntypedStorage) -> torch.UntypedStorage:
     """A gxu storage that owns (keeps alive) the given backing-device storage."""
     nbytes = backing.nbytes()
-    managed = _DLManagedTensor()
-    shape = (ctypes.c_int64 * 1)(nbytes)
-    strides = (ctypes.c_int64 * 1)(1)
-    managed.dl_tensor.data = backing.data_ptr()
-    managed.dl_tensor.device = _DLDevice(_DL_EXT_DEV, 0)
-    managed.dl_tensor.ndim = 1
-    managed.dl_tensor.dtype = _DLDataType(1, 8, 1)  # uint8 bytes
-    managed.dl_tensor.shape = shape
-    managed.dl_tensor.strides = strides
+    ptr = backing.data_ptr()
+    allocation = _Allocation.from_buffer_copy(_TEMPLATE)
+    address = ctypes.addressof(allocation)
+    allocation.nbytes = nbytes
+    allocation.managed.dl_tensor.data = ptr
+    allocation.managed.dl_tensor.shape = address + _SHAPE_OFFSET
     handle = next(_allocations.handles)
-    managed.manager_ctx = handle
-    managed.deleter = _release
+    allocation.managed.manager_ctx = handle
+    alias = torch._C._construct_storage_from_data_pointer(ptr, backing.device, nbytes)
     with _allocations.lock:
-        _allocations.live[handle] = (managed, shape, strides, backing, nbytes)
+        _allocations.live[handle] = (allocation, backing, alias, nbytes)
+        if nbytes:  # empty storages may all share one (null) pointer: nothing to cache
+            _allocations.aliases[ptr] = alias
         _allocations.allocated += nbytes
         _allocations.peak = max(_allocations.peak, _allocations.allocated)
-    capsule = _new_capsule(ctypes.addressof(managed), b"dltensor", None)
+    capsule = _new_capsule(address, b"dltensor", None)
     return torch._C._from_dlpack(capsule).untyped_storage()
 
 
@@ -118,14 +145,34 @@ def from_backing(tensor: torch.Tensor) -> torch.Tensor:
     return gxu_view(storage, tensor.dtype, tensor.storage_offset(), tensor.size(), tensor.stride())
 
 
+def alias_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A backing-device storage over a gxu storage's memory (no copy, does not own it).
+
+    Cached per allocation (made once in `_wrap_storage`, dropped when it is freed), and
+    checked against the storage's data pointer and size, so it cannot go stale; a gxu
+    storage gxusim did not allocate gets a fresh one. Not resizable, so a backing kernel
+    can never reallocate gxu memory behind the gxu storage's back.
+    """
+    ptr = storage.data_ptr()
+    alias = _allocations.aliases.get(ptr)
+    if alias is not None and alias.nbytes() == storage.nbytes():
+        return alias
+    return torch._C._construct_storage_from_data_pointer(ptr, target.backing_device(),
+                                                         storage.nbytes())
+
+
+def alias_with(tensor: torch.Tensor, storage: torch.UntypedStorage,
+               device: torch.device) -> torch.Tensor:
+    """`backing_alias` for a caller that already holds `tensor.untyped_storage()` and the
+    backing device (the fallback, which does this for every gxu argument)."""
+    alias = torch.empty(0, dtype=tensor.dtype, device=device)
+    return alias.set_(alias_storage(storage), tensor.storage_offset(), tensor.size(),
+                      tensor.stride())
+
+
 def backing_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A backing-device tensor aliasing a gxu tensor's memory (no copy, does not own it)."""
-    storage = tensor.untyped_storage()
-    device = target.backing_device()
-    alias_storage = torch._C._construct_storage_from_data_pointer(
-        storage.data_ptr(), device, storage.nbytes())
-    alias = torch.empty(0, dtype=tensor.dtype, device=device)
-    return alias.set_(alias_storage, tensor.storage_offset(), tensor.size(), tensor.stride())
+    return alias_with(tensor, tensor.untyped_storage(), target.backing_device())
 
 
 def allocate_bytes(nbytes: int) -> torch.UntypedStorage:

@@ -9,8 +9,10 @@ mapped back by the op's schema:
 * a fresh result becomes a gxu tensor owning the backing memory (no copy);
 * a result the op was asked to put elsewhere (`device="cpu"`) is returned as it is.
 
-`out=` tensors are sized first by running the op on meta tensors, since the aliases'
-storages cannot grow. Random ops (tagged `nondeterministic_seeded`) run with the gxu
+Aliases' storages cannot grow: when an op needs a larger `out=`, the backing kernel
+fails before writing, and the written gxu tensors are sized by the op's meta kernel and
+the op runs again; any other metadata change to a written alias (a shrunk `out=`,
+`t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run with the gxu
 generator's state swapped into the backing device's default generator, so gxu has its
 own reproducible random stream whatever the op's signature.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
@@ -18,8 +20,10 @@ storages grow by reallocation) and `set_` (metadata only).
 """
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -73,23 +77,101 @@ def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(value)
 
 
+class _Plan(NamedTuple):
+    """What the fallback needs from an op's schema, read once per op."""
+
+    seeded: bool  # draws random numbers: runs on the gxu generator
+    mapped: tuple[tuple[int, str], ...]  # (position, name) of arguments that may hold gxu values
+    written: tuple[tuple[int, str], ...]  # (position, name) of each argument the op writes
+    returns_written: tuple[int | None, ...]  # per return: index into `written` it is, or None
+
+
+# Argument types that can carry a gxu tensor, storage or device; the rest (ints, int
+# lists, scalars, dtypes) pass through untouched, which keeps the common path short.
+_MAPPED_TYPES = ("Tensor", "Device", "Storage")
+
+
+@functools.cache
+def _plan(op: torch._ops.OpOverload) -> _Plan:
+    arguments = list(enumerate(op._schema.arguments))
+    mapped = tuple((position, argument.name) for position, argument in arguments
+                   if any(kind in str(argument.type) for kind in _MAPPED_TYPES))
+    written = [(position, argument.name, argument.alias_info.before_set)
+               for position, argument in arguments
+               if argument.alias_info is not None and argument.alias_info.is_write]
+    returns_written = []
+    for ret in op._schema.returns:
+        info = ret.alias_info
+        match = [i for i, (_, _, sets) in enumerate(written)
+                 if info is not None and info.is_write and sets == info.before_set]
+        returns_written.append(match[0] if match else None)
+    return _Plan(torch.Tag.nondeterministic_seeded in op.tags, mapped,
+                 tuple((position, name) for position, name, _ in written), tuple(returns_written))
+
+
+def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
+    """An argument as the boxed fallback passes it: keyword-only ones by name, others by place."""
+    return kwargs[name] if name in kwargs else args[position]
+
+
 class _Aliaser:
     """Replaces gxu values by backing-device aliases, remembering which storages it saw."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.storages: dict[int, torch.UntypedStorage] = {}
 
     def __call__(self, value: Any) -> Any:
-        if _is_gxu(value):
-            alias = memory.backing_alias(value)
-            self.storages[alias.untyped_storage().data_ptr()] = value.untyped_storage()
-            return alias
+        if isinstance(value, (list, tuple)):
+            return type(value)(self(v) for v in value)
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "gxu":
+                return value
+            storage = value.untyped_storage()
+            self.storages[storage.data_ptr()] = storage
+            return memory.alias_with(value, storage, self.device)
         if isinstance(value, torch.device) and value.type == "gxu":
             return target.freeze()
         if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
-            return torch._C._construct_storage_from_data_pointer(
-                value.data_ptr(), target.backing_device(), value.nbytes())
+            return memory.alias_storage(value)
         return value
+
+    def arguments(self, plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        backing_args = list(args)
+        backing_kwargs = dict(kwargs)
+        for position, name in plan.mapped:
+            if name in kwargs:
+                backing_kwargs[name] = self(kwargs[name])
+            elif position < len(args):
+                backing_args[position] = self(args[position])
+        return backing_args, backing_kwargs
+
+
+def _sync_geometry(original: Any, alias: Any) -> None:
+    """Carry a metadata change the op made to a written alias (an `out=` shrunk, `t_`,
+    `squeeze_`) over to the gxu tensor the caller holds."""
+    if isinstance(original, (list, tuple)):
+        for o, a in zip(original, alias):
+            _sync_geometry(o, a)
+    elif _is_gxu(original) and (alias.size() != original.size()
+                                or alias.stride() != original.stride()
+                                or alias.storage_offset() != original.storage_offset()):
+        memory.set_storage(original, original.untyped_storage(), alias.storage_offset(),
+                           alias.size(), alias.stride())
+
+
+def _run_on_backing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, args: tuple,
+                    kwargs: dict) -> tuple[_Aliaser, Any]:
+    aliaser = _Aliaser(device)
+    backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
+    if plan.seeded:
+        result = _run_seeded(op, backing_args, backing_kwargs)
+    else:
+        result = op(*backing_args, **backing_kwargs)
+    for position, name in plan.written:
+        _sync_geometry(_argument(args, kwargs, position, name),
+                       _argument(backing_args, backing_kwargs, position, name))
+    return aliaser, result
 
 
 def _meta(value: Any) -> Any:
@@ -98,53 +180,47 @@ def _meta(value: Any) -> Any:
     return value
 
 
-def _size_out_arguments(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> None:
-    """Resize `out=` gxu tensors to what the op will produce (learned from its meta kernel)."""
+def _grow_written_arguments(op: torch._ops.OpOverload, plan: _Plan, args: tuple,
+                            kwargs: dict) -> None:
+    """Resize written gxu tensors to what the op will make of them (learned from its meta kernel)."""
     meta_args = _map(args, _meta)
     meta_kwargs = {k: _map(v, _meta) for k, v in kwargs.items()}
-    try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the backing attempt already warned about resizing
         op(*meta_args, **meta_kwargs)
-    except (NotImplementedError, RuntimeError):
-        return  # no meta kernel: the op itself reports any size problem
-    for name, value in kwargs.items():
-        if _is_gxu(value) and meta_kwargs[name].shape != value.shape:
-            resize_(value, meta_kwargs[name].shape)
+    for position, name in plan.written:
+        value = _argument(args, kwargs, position, name)
+        shape = _argument(meta_args, meta_kwargs, position, name).shape
+        if _is_gxu(value) and shape != value.shape:
+            resize_(value, shape)
 
 
-def _mutated_argument(schema: torch._C.FunctionSchema, ret: torch._C.Argument,
-                      args: tuple, kwargs: dict) -> Any:
-    for position, argument in enumerate(schema.arguments):
-        info = argument.alias_info
-        if info is not None and info.is_write and info.before_set == ret.alias_info.before_set:
-            return kwargs[argument.name] if argument.name in kwargs else args[position]
-    return None
+# The backing device's message when a kernel tries to grow a storage it does not own.
+_NOT_RESIZABLE = "not resizable"
 
 
 def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: Any,
              **kwargs: Any) -> Any:
-    schema = op._schema
-    if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
-           for a in schema.arguments):
-        _size_out_arguments(op, args, kwargs)
-    aliaser = _Aliaser()
-    backing_args = _map(args, aliaser)
-    backing_kwargs = {k: _map(v, aliaser) for k, v in kwargs.items()}
-    if torch.Tag.nondeterministic_seeded in op.tags:
-        result = _run_seeded(op, backing_args, backing_kwargs)
-    else:
-        result = op(*backing_args, **backing_kwargs)
+    plan = _plan(op)
+    device = target.backing_device()
+    try:
+        aliaser, result = _run_on_backing(op, plan, device, args, kwargs)
+    except RuntimeError as error:
+        # Aliases cannot grow, so an `out=` (or `resize_as_`) that needs more memory fails
+        # before writing anything: grow the gxu tensors first, then run again. Sizing only on
+        # failure keeps the meta pass off the common path (correctly sized outputs).
+        if not plan.written or _NOT_RESIZABLE not in str(error):
+            raise
+        _grow_written_arguments(op, plan, args, kwargs)
+        aliaser, result = _run_on_backing(op, plan, device, args, kwargs)
 
     wanted = kwargs.get("device")
     stays_put = wanted is not None and torch.device(wanted).type != "gxu"
 
-    def to_gxu(value: Any, ret: torch._C.Argument | None) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return value
-        if ret is not None and ret.alias_info is not None and ret.alias_info.is_write:
-            original = _mutated_argument(schema, ret, args, kwargs)
-            if original is not None:
-                return original
-        if stays_put or value.device != target.backing_device():
+    def to_gxu(value: Any, written: int | None) -> Any:
+        if written is not None:
+            return _argument(args, kwargs, *plan.written[written])
+        if not isinstance(value, torch.Tensor) or stays_put or value.device != device:
             return value
         owner = aliaser.storages.get(value.untyped_storage().data_ptr())
         if owner is not None:
@@ -152,13 +228,12 @@ def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: 
                                    value.size(), value.stride())
         return memory.from_backing(value)
 
-    returns = schema.returns
     if isinstance(result, tuple):
-        return tuple(_map(v, lambda t: to_gxu(t, None)) if isinstance(v, list) else to_gxu(v, r)
-                     for v, r in zip(result, returns))
+        return tuple(_map(v, lambda t: to_gxu(t, None)) if isinstance(v, list) else to_gxu(v, w)
+                     for v, w in zip(result, plan.returns_written))
     if isinstance(result, list):
         return [to_gxu(v, None) for v in result]
-    return to_gxu(result, returns[0] if returns else None)
+    return to_gxu(result, plan.returns_written[0] if plan.returns_written else None)
 
 
 def _default_strides(size: tuple[int, ...], memory_format: torch.memory_format | None) -> tuple:
@@ -180,8 +255,7 @@ def resize_(tensor: torch.Tensor, size: Any, memory_format: torch.memory_format 
         grown = memory.allocate_bytes(needed)
         if storage.nbytes():
             old = torch.empty(0, dtype=torch.uint8, device=target.backing_device())
-            old.set_(torch._C._construct_storage_from_data_pointer(
-                storage.data_ptr(), target.backing_device(), storage.nbytes()))
+            old.set_(memory.alias_storage(storage))
             new = memory.backing_alias(memory.gxu_view(grown, torch.uint8, 0, (needed,), (1,)))
             new[: storage.nbytes()].copy_(old)
         storage = grown
@@ -204,6 +278,30 @@ def _set_metadata(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
     return kernel
 
 
+def _fallback_for(name: str) -> Callable[..., Any]:
+    """The fallback as a kernel of one op ("aten::add.Tensor"), which an `impl` is not told."""
+    packet, _, overload = name[len("aten::"):].partition(".")
+    op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+
+    def kernel(keyset: torch._C.DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
+        return fallback(keyset, op, *args, **kwargs)
+    return kernel
+
+
+# Ops that run for real on gxu while a TorchDispatchMode (e.g. FakeTensorMode) is active,
+# as when torch.tensor(..., device="gxu") builds its data under Inductor's pattern init.
+# A Python-registered *fallback* cannot serve them then: PythonKernelHolder trampolines
+# through the per-op registry, which only holds `impl` registrations, and asserts
+# (python_dispatch.cpp "func != nullptr", torch 2.11 and 2.13). So they get explicit impls.
+MODE_SAFE_OPS = ("_to_copy", "empty.memory_format", "empty_strided", "copy_")
+
+
+def _explicit_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return fallback(None, op, *args, **kwargs)  # type: ignore[arg-type]
+    return kernel
+
+
 _libraries: list[torch.library.Library] = []
 
 
@@ -214,9 +312,21 @@ def register() -> None:
     fallback_library = torch.library.Library("_", "IMPL")
     fallback_library.fallback(fallback, "PrivateUse1", with_keyset=True)
     aten = torch.library.Library("aten", "IMPL")
+    # A structured op without a gxu kernel runs its CompositeExplicitAutogradNonFunctional
+    # kernel, which allocates the outputs (one trip through the fallback) and then calls the
+    # out= variant (a second trip). Sending such ops straight to the fallback runs the
+    # backing device's structured kernel in one trip: same result, half the overhead.
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
+                name, "CompositeExplicitAutogradNonFunctional"):
+            aten.impl(name[len("aten::"):], _fallback_for(name), "PrivateUse1", with_keyset=True)
     aten.impl("_copy_from", copy_from, "PrivateUse1")
     aten.impl("resize_", resize_, "PrivateUse1")
     for overload in ("source_Storage", "source_Storage_storage_offset"):
         aten.impl(f"set_.{overload}", _set_metadata(getattr(torch.ops.aten.set_, overload)),
                   "PrivateUse1")
+    for name in MODE_SAFE_OPS:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        aten.impl(name, _explicit_kernel(op), "PrivateUse1")
     _libraries.extend([fallback_library, aten])

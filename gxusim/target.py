@@ -18,7 +18,7 @@ TARGETS = ("auto", "cuda", "emulator")
 _lock = threading.Lock()
 _requested: str | None = None
 _resolved: str | None = None
-_frozen = False
+_frozen_device: torch.device | None = None  # set by the first gxu allocation
 
 
 def _validate(name: str) -> str:
@@ -42,7 +42,7 @@ def set_target(name: str) -> None:
     name = _validate(name)
     with _lock:
         resolved = _resolve(name)
-        if _frozen and resolved != _resolved:
+        if _frozen_device is not None and resolved != _resolved:
             raise RuntimeError(f"gxusim target is already {_resolved!r} and gxu memory has been "
                                f"allocated there; set the target before the first gxu tensor "
                                f"(or with GXUSIM_TARGET)")
@@ -61,13 +61,19 @@ def current_target() -> str:
 
 def backing_device() -> torch.device:
     """The torch device whose memory backs gxu tensors on the current target."""
+    # Once memory is handed out it stays where it is; this is also every eager op's fast path.
+    if _frozen_device is not None:
+        return _frozen_device
     return torch.device("cuda", torch.cuda.current_device()) if current_target() == "cuda" \
         else torch.device("cpu")
 
 
 def freeze() -> torch.device:
     """Called on the first gxu allocation: from then on the target cannot change."""
-    global _frozen
-    device = backing_device()
-    _frozen = True
-    return device
+    global _frozen_device
+    if _frozen_device is None:
+        device = backing_device()
+        with _lock:
+            if _frozen_device is None:
+                _frozen_device = device
+    return _frozen_device
