@@ -6,14 +6,20 @@ module each: spec -> device -> compiler (lowering hooks, kernel codegen, heurist
 launch) -> target (CUDA or emulator) -> report.
 """
 from .findings import Finding, GXULimitError
+from .launch import Launch, clear_launches, launches
 from .spec import HardwareSpec, SpecError, current_spec, load_spec, use_spec
 from .target import current_target, set_target
 
 from gxusim.device import register as _register_device
+from gxusim.compiler import Heuristics, use_heuristics
+from gxusim.compiler import register as _register_compiler
+from gxusim.compiler.inductor_registration import last_generated_code
 
 _register_device()
+_register_compiler()
 
 __all__ = [
-    "Finding", "GXULimitError", "HardwareSpec", "SpecError", "current_spec", "current_target",
-    "load_spec", "set_target", "use_spec",
+    "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch", "SpecError",
+    "clear_launches", "current_spec", "current_target", "last_generated_code", "launches",
+    "load_spec", "set_target", "use_heuristics", "use_spec",
 ]

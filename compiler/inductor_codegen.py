@@ -1,0 +1,128 @@
+"""GXU kernel code generation: Inductor's Triton kernels, wrapped in a loop over tiles.
+
+Every use of TorchInductor's kernel-codegen internals lives here.
+Checked against torch 2.11.0 (GPU machine) and 2.13.0 (development machines).
+
+Inductor's `TritonKernel` writes one tile per program: offsets come from
+`tl.program_id(d)`. `GXUTritonKernel` keeps all of Inductor's lowering, fusion, indexing
+and reduction code and changes three things:
+
+* the program id of each grid axis becomes a tile index (`xtile`, `ytile`), via
+  `iteration_ranges_get_pid`;
+* the body is wrapped in a grid-stride loop over the flattened tile space,
+  `for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0))`, so any number of
+  programs from 1 to `n_tiles` computes the whole output (the launcher picks it);
+* the kernel module imports `gxusim.compiler.launcher` as its `triton_heuristics`, so
+  launches go through GXU heuristics and spec checks instead of Inductor's autotuner.
+
+Kernel kinds that address programs themselves (cooperative and mix-order reductions,
+split scans, combo kernels) are refused with a clear error rather than launched uncapped.
+"""
+from __future__ import annotations
+
+import hashlib
+from unittest import mock
+
+import torch
+import triton
+from torch._inductor.codegen.common import IndentedBuffer
+from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
+
+from gxusim import target
+
+TILE_INDEX = {0: "xtile", 1: "ytile"}  # grid axis -> tile index variable in the kernel body
+
+
+class GXUTritonKernel(TritonKernel):
+
+    @classmethod
+    def gen_common_triton_imports(cls) -> str:
+        imports = super().gen_common_triton_imports()
+        stock = "from torch._inductor.runtime import triton_helpers, triton_heuristics"
+        if stock not in imports:
+            raise RuntimeError("gxusim: Inductor's kernel imports changed; update "
+                               "gxusim/compiler/inductor_codegen.py for this torch version")
+        return imports.replace(stock, "from torch._inductor.runtime import triton_helpers\n"
+                                      "from gxusim.compiler import launcher as triton_heuristics")
+
+    @classmethod
+    def inductor_meta_common(cls) -> dict:
+        if target.current_target() == "cuda":
+            return super().inductor_meta_common()
+        # Stock code hashes the active Triton driver's target into the metadata; without a
+        # GPU there is no driver, and the emulator runs Triton source, so hash that instead.
+        emulator_hash = hashlib.sha256(f"gxu-emulator-triton-{triton.__version__}".encode())
+        with mock.patch.object(torch.utils._triton, "triton_hash_with_backend",
+                               lambda: emulator_hash.hexdigest()):
+            return super().inductor_meta_common()
+
+    def iteration_ranges_get_pid(self, entry) -> str:
+        if entry.grid_dim not in TILE_INDEX:
+            raise NotImplementedError(f"gxusim: a {entry.grid_dim + 1}-axis tile grid "
+                                      f"(range tree {entry.prefix}) is not supported on gxu")
+        tile = TILE_INDEX[entry.grid_dim]
+        return f"{tile}.to({self.index_dtype})" if self.index_dtype != "tl.int32" else tile
+
+    def needs_yz_grid_overflow(self, entry) -> bool:
+        return False  # tiles are flattened into one loop: no grid axis can overflow
+
+    def _grid_trees(self) -> list:
+        return sorted((t for t in self.range_trees if t.grid_dim is not None and not t.is_reduction),
+                      key=lambda t: t.grid_dim)
+
+    def _tile_loop(self) -> list[str]:
+        """Lines opening the loop over tiles (the body goes inside, one level deeper)."""
+        trees = self._grid_trees()
+        first = "tl.program_id(0)"
+        if len(trees) == 1:
+            tree = trees[0]
+            count = f"tl.cdiv({tree.prefix}numel, {tree.prefix.upper()}BLOCK)"
+            return [f"for {TILE_INDEX[0]} in range({first}, {count}, tl.num_programs(0)):"]
+        x, y = trees
+        return [f"x_tiles = tl.cdiv(xnumel, XBLOCK)",
+                f"n_tiles = x_tiles * tl.cdiv(ynumel, YBLOCK)",
+                f"for tile in range({first}, n_tiles, tl.num_programs(0)):",
+                f"    {TILE_INDEX[0]} = tile % x_tiles",
+                f"    {TILE_INDEX[1]} = tile // x_tiles"]
+
+    def codegen_static_numels(self, code: IndentedBuffer) -> None:
+        # codegen_kernel calls this once, just before splicing self.body into the kernel
+        # function: the last moment the complete body exists, so it is wrapped here.
+        super().codegen_static_numels(code)
+        body, self.body = self.body, IndentedBuffer()
+        lines = self._tile_loop()
+        for line in lines:
+            self.body.writeline(line)
+        with self.body.indent():
+            self.body.splice(body)
+
+    def codegen_kernel(self, name=None) -> str:
+        for feature in ("cooperative_reduction", "mix_order_reduction"):
+            if getattr(self, feature, False):
+                raise NotImplementedError(
+                    f"gxusim: Inductor chose a {feature.replace('_', ' ')} kernel for gxu; it "
+                    f"assigns work by program id and cannot be capped at the spec's grid")
+        code = super().codegen_kernel(name)
+        if target.current_target() != "cuda":
+            # The kernel module selects Triton's GPU driver on import; the emulator needs none.
+            code = code.replace("triton_helpers.set_driver_to_gpu()\n", "")
+        if code.count("tl.program_id(") != 1:
+            raise NotImplementedError(
+                "gxusim: generated kernel addresses programs outside the tile loop; refusing to "
+                "launch it on gxu:\n" + code)
+        return code
+
+
+class GXUScheduling(TritonScheduling):
+    kernel_type = GXUTritonKernel
+
+    def create_kernel_choices(self, kernel_features, kernel_args, kernel_kwargs):
+        # Cooperative reductions split rows across programs that synchronise: no tile loop.
+        kernel_kwargs["override_cooperative_reduction"] = False
+        kernels = super().create_kernel_choices(kernel_features, kernel_args, kernel_kwargs)
+        for kernel in kernels:
+            if not isinstance(kernel, GXUTritonKernel):
+                raise NotImplementedError(
+                    f"gxusim: Inductor chose a {type(kernel).__name__} for gxu (e.g. a split "
+                    f"scan); it picks its own program ids and cannot be capped at the spec's grid")
+        return kernels

@@ -1,0 +1,223 @@
+"""Plugging gxu into Dynamo and TorchInductor through their extension points.
+
+Every use of Dynamo/Inductor registration internals lives here.
+Checked against torch 2.11.0 (GPU machine) and 2.13.0 (development machines).
+
+* Dynamo: a `DeviceInterface` for "gxu" (device properties are the active spec, streams
+  and synchronisation are the target's).
+* Inductor: `register_backend_for_device("gxu", GXUScheduling, GXUWrapperCodegen)`,
+  device-op overrides for the Python wrapper, "gxu" added to `GPU_TYPES` so Inductor
+  treats it as a Triton GPU device (alignment, device guards, fusion rules), and
+  `Scheduler.create_backend` let through for gxu without a GPU (see `_create_backend`).
+
+Nothing here changes how cpu or cuda tensors compile: every hook is keyed by device.
+"""
+from __future__ import annotations
+
+import threading
+import types
+
+import torch
+from torch._dynamo import device_interface as dynamo_devices
+from torch._inductor import scheduler as inductor_scheduler
+from torch._inductor import utils as inductor_utils
+from torch._inductor.codegen import common as inductor_common
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+from gxusim import target
+from gxusim.spec import current_spec
+
+from . import cache_key
+from .inductor_codegen import GXUScheduling
+
+DEVICE = "gxu"
+
+
+def device_properties(device: object = None) -> types.SimpleNamespace:
+    """The active spec under the attribute names Inductor reads from CUDA device properties."""
+    spec = current_spec()
+    major, minor = GXUDeviceInterface.get_compute_capability_tuple()
+    return types.SimpleNamespace(
+        name=spec.name, type=DEVICE, multi_processor_count=spec.sm_count,
+        max_threads_per_multi_processor=spec.max_warps_per_sm * spec.warp_size,
+        regs_per_multiprocessor=spec.regs_per_sm, max_threads_per_block=spec.max_threads_per_block,
+        warp_size=spec.warp_size, shared_memory_per_block=spec.smem_per_sm,
+        total_memory=torch.cuda.get_device_properties().total_memory
+        if target.current_target() == "cuda" else 0,
+        major=major, minor=minor)
+
+
+class GXUDeviceInterface(dynamo_devices.DeviceInterface):
+    class device:
+        def __new__(cls, device: object) -> object:
+            return torch.gxu.device(device)
+
+    class Worker:
+        @staticmethod
+        def set_device(device: int) -> None:
+            torch.gxu.set_device(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return 0
+
+        @staticmethod
+        def get_device_properties(device: object = None) -> types.SimpleNamespace:
+            return device_properties(device)
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def set_device(device: object) -> None:
+        torch.gxu.set_device(device)
+
+    @staticmethod
+    def maybe_exchange_device(device: int) -> int:
+        return 0
+
+    @staticmethod
+    def exchange_device(device: int) -> int:
+        return 0
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def get_raw_stream(device_index: int) -> int:
+        return get_raw_stream(device_index)
+
+    @staticmethod
+    def synchronize(device: object = None) -> None:
+        torch.gxu.synchronize()
+
+    @classmethod
+    def get_device_properties(cls, device: object = None) -> types.SimpleNamespace:
+        return device_properties(device)
+
+    @staticmethod
+    def get_compute_capability_tuple() -> tuple[int, int]:
+        if target.current_target() == "cuda":
+            return torch.cuda.get_device_capability()
+        return (8, 0)  # the emulator runs Triton source, not SASS: any NVIDIA-like cc will do
+
+    @staticmethod
+    def get_compute_capability(device: object = None) -> int:
+        major, minor = GXUDeviceInterface.get_compute_capability_tuple()
+        return major * 10 + minor
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        return True
+
+    @staticmethod
+    def is_dtype_supported(dtype: torch.dtype, including_emulation: bool = False) -> bool:
+        return dtype not in (torch.float64, torch.complex64, torch.complex128) or \
+            target.current_target() == "cuda"
+
+    @staticmethod
+    def memory_allocated(device: object = None) -> int:
+        return torch.gxu.memory_allocated()
+
+    @staticmethod
+    def is_triton_capable(device: object = None) -> bool:
+        return True
+
+    @staticmethod
+    def raise_if_triton_unavailable(device: object = None) -> None:
+        return None
+
+
+_last_code: list[str] = [""]
+
+
+def last_generated_code() -> str:
+    """Wrapper and kernel source of the latest graph generated for gxu in this process.
+
+    A graph served from Inductor's FX-graph cache is not generated again and so does not
+    show here; set `torch._inductor.config.force_disable_caches = True` to see every one."""
+    return _last_code[0]
+
+
+class GXUWrapperCodegen(PythonWrapperCodegen):
+    """Inductor's Python wrapper, remembering the code it generates for `last_generated_code`."""
+
+    @staticmethod
+    def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: object,
+               partition_signatures: object = None) -> PythonWrapperCodegen:
+        if is_subgraph:
+            return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper,
+                                               partition_signatures)
+        return GXUWrapperCodegen()
+
+    def generate(self, is_inference: bool):
+        result = super().generate(is_inference)
+        code = result[0]
+        _last_code[0] = getattr(code, "value", code)
+        return result
+
+
+def get_raw_stream(device_index: int = 0) -> int:
+    """The raw stream gxu kernels are launched on: the current CUDA stream, or 0 (emulator)."""
+    if target.current_target() == "cuda":
+        return torch.cuda.current_stream().cuda_stream
+    return 0
+
+
+class GXUDeviceOpOverrides(inductor_common.DeviceOpOverrides):
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return f"from gxusim.compiler.inductor_registration import get_raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.gxu.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.gxu.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.gxu.device({device_idx})"
+
+    def current_stream(self) -> str:
+        return "torch.gxu.current_stream()"
+
+
+_stock_create_backend = inductor_scheduler.Scheduler.create_backend
+
+
+def _create_backend(self: inductor_scheduler.Scheduler, device: torch.device):
+    # Stock create_backend refuses GPU-type devices unless torch.utils._triton.has_triton()
+    # finds a cuda/xpu/cpu/mtia device Triton can target; gxu kernels also run on the CPU
+    # emulator, where only the triton package is needed. Other devices take the stock path.
+    if device.type != DEVICE:
+        return _stock_create_backend(self, device)
+    from torch.utils._triton import has_triton_package
+    if not has_triton_package():
+        raise RuntimeError("gxusim: compiling for gxu needs the triton package (pip install triton)")
+    inductor_scheduler.V.graph.add_device_info(device)
+    return GXUScheduling(self)
+
+
+_lock = threading.Lock()
+_registered = False
+
+
+def register() -> None:
+    """Register gxu with Dynamo and Inductor once per process (idempotent, thread-safe)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        dynamo_devices.register_interface_for_device(DEVICE, GXUDeviceInterface)
+        inductor_common.register_backend_for_device(DEVICE, GXUScheduling, GXUWrapperCodegen,
+                                                   device_custom_config=cache_key)
+        inductor_common.register_device_op_overrides(DEVICE, GXUDeviceOpOverrides())
+        inductor_scheduler.Scheduler.create_backend = _create_backend
+        if DEVICE not in inductor_utils.GPU_TYPES:
+            inductor_utils.GPU_TYPES.append(DEVICE)
+        _registered = True

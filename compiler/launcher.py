@@ -1,0 +1,274 @@
+"""Launching GXU kernels: plan the launch, check it against the spec, run it on the target.
+
+Generated gxu kernel modules import this module in place of Inductor's
+`triton_heuristics` (see `inductor_codegen.GXUTritonKernel.gen_common_triton_imports`),
+so `@triton_heuristics.pointwise(...)` and friends wrap each `@triton.jit` kernel in a
+`GXUKernel`. At every call, `GXUKernel.run`:
+
+1. plans the launch from the real sizes: the active policy picks XBLOCK/RBLOCK/num_warps
+   and the grid, `heuristics.resolve_*` clamps or rejects them against the active spec;
+2. checks the final launch with `gxusim.findings.check_launch` (raises `GXULimitError`
+   before anything runs);
+3. executes on the target: Triton for the real GPU (`cuda`), or the numba emulator
+   (`emulator`; Triton's interpreter with `GXUSIM_EMULATOR=interpreter` and
+   `TRITON_INTERPRET=1`);
+4. records a `gxusim.launch.Launch`.
+
+Grids are always 1D: the kernels flatten their tile space and loop over it, so the
+number of programs is a free choice between 1 and the tile count.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import inspect
+import math
+import os
+import re
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from gxusim import launch as launch_records
+from gxusim import target as targets
+from gxusim.findings import Finding, check_launch
+from gxusim.spec import HardwareSpec, current_spec
+
+from . import autotune
+from .heuristics import (Heuristics, cdiv, current_heuristics, next_power_of_2, resolve_block,
+                         resolve_grid, resolve_num_warps)
+
+# Names the Inductor kernel signature uses for sizes and block constexprs.
+NUMEL_ARGS = ("xnumel", "ynumel", "r0_numel")
+BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
+_STATIC_RBLOCK = re.compile(r"^\s*R0_BLOCK\s*:\s*tl\.constexpr\s*=\s*(\d+)", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    meta: dict[str, int]  # constexprs passed to the kernel (XBLOCK, YBLOCK, R0_BLOCK)
+    num_warps: int
+    programs: int
+    n_tiles: int
+    rules: dict[str, str]
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.programs, 1, 1)
+
+    @property
+    def tiles_per_program(self) -> int:
+        return cdiv(self.n_tiles, self.programs)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelShape:
+    """What a kernel's signature says about its launch: which sizes and blocks it takes."""
+    name: str
+    runtime_args: tuple[str, ...]  # positional (non-constexpr) parameters, in order
+    block_params: tuple[str, ...]  # constexpr block sizes the launcher must pass
+    static_rblock: Optional[int]  # R0_BLOCK fixed in the body (persistent reductions)
+
+    @property
+    def is_reduction(self) -> bool:
+        return "r0_numel" in self.runtime_args
+
+    @property
+    def is_2d(self) -> bool:
+        return "YBLOCK" in self.block_params
+
+
+def kernel_shape(fn: Any, name: str) -> KernelShape:
+    """Read a `@triton.jit` kernel's signature (JITFunction or, under TRITON_INTERPRET, its
+    InterpretedFunction: both wrap the Python function as `.fn`)."""
+    python_fn = fn.fn
+    params = inspect.signature(python_fn).parameters.values()
+    constexpr = {p.name for p in params if "constexpr" in str(p.annotation)}
+    runtime = tuple(p.name for p in params if p.name not in constexpr)
+    blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
+    static = _STATIC_RBLOCK.search(inspect.getsource(python_fn))
+    return KernelShape(name, runtime, blocks, int(static.group(1)) if static else None)
+
+
+def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
+                policy: Heuristics, spec: HardwareSpec) -> LaunchPlan:
+    """Launch parameters for one kernel call: the policy's choice, clamped by the spec."""
+    xnumel = numels.get("xnumel", 1)
+    rules: dict[str, str] = {}
+    meta: dict[str, int] = {}
+    if shape.is_reduction:
+        rnumel = numels["r0_numel"]
+        choice = policy.select_reduction(xnumel, rnumel, dtype)
+        meta["XBLOCK"] = resolve_block(policy, "select_reduction (xblock)", choice.xblock)
+        if "R0_BLOCK" in shape.block_params:
+            meta["R0_BLOCK"] = resolve_block(policy, "select_reduction (rblock)", choice.rblock)
+            rules["R0_BLOCK"] = f"{policy.name}.select_reduction (looped reduction)"
+        rules["XBLOCK"] = f"{policy.name}.select_reduction"
+        requested_warps = choice.num_warps
+        n_tiles = cdiv(xnumel, meta["XBLOCK"])
+    elif shape.is_2d:
+        ynumel = numels["ynumel"]
+        xblock, yblock = policy.select_tile_2d(xnumel, ynumel, dtype)
+        meta["XBLOCK"] = resolve_block(policy, "select_tile_2d (xblock)", xblock)
+        meta["YBLOCK"] = resolve_block(policy, "select_tile_2d (yblock)", yblock)
+        rules["XBLOCK"] = rules["YBLOCK"] = f"{policy.name}.select_tile_2d"
+        requested_warps = policy.select_num_warps(xblock * yblock)
+        n_tiles = cdiv(xnumel, xblock) * cdiv(ynumel, yblock)
+    else:
+        meta["XBLOCK"] = resolve_block(policy, "select_xblock", policy.select_xblock(xnumel, dtype))
+        rules["XBLOCK"] = f"{policy.name}.select_xblock"
+        requested_warps = policy.select_num_warps(meta["XBLOCK"])
+        n_tiles = cdiv(xnumel, meta["XBLOCK"])
+    num_warps, rules["num_warps"] = resolve_num_warps(policy, requested_warps, spec)
+    n_tiles = max(1, n_tiles)
+    if shape.is_reduction or shape.is_2d:
+        requested_grid = policy.get_grid(n_tiles, 1)
+    else:
+        requested_grid = policy.get_grid(xnumel, meta["XBLOCK"])
+    programs, rules["grid"] = resolve_grid(policy, requested_grid, n_tiles, spec)
+    return LaunchPlan(meta, num_warps, programs, n_tiles, rules)
+
+
+def _is_gxu(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "gxu"
+
+
+def _backing_args(args: Sequence[Any]) -> list[Any]:
+    from gxusim.device import backing_alias
+    return [backing_alias(a) if _is_gxu(a) else a for a in args]
+
+
+def run_triton(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> tuple[list[Finding], Optional[float]]:
+    """Compile with Triton and launch on the current CUDA stream (or Triton's interpreter)."""
+    kernel.fn[plan.grid](*_backing_args(args), **plan.meta, num_warps=plan.num_warps)
+    return [], None
+
+
+def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> tuple[list[Finding], Optional[float]]:
+    """Run on the numba emulator; error findings raise there (GXUSIM_CHECKS decides)."""
+    if os.environ.get("GXUSIM_EMULATOR", "numba") == "interpreter":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("GXUSIM_EMULATOR=interpreter needs TRITON_INTERPRET=1 set before "
+                               "triton is imported")
+        return run_triton(kernel, plan, args)
+    from gxusim import emulator
+    report = emulator.run_launch(kernel.fn, plan.grid, _backing_args(args), plan.num_warps,
+                                 plan.meta, compiler_generated=True,
+                                 arg_names=list(kernel.shape.runtime_args), spec=current_spec())
+    return list(report.findings), report.predicted_s
+
+
+EXECUTORS: dict[str, Callable[["GXUKernel", LaunchPlan, Sequence[Any]], tuple]] = {
+    "cuda": run_triton,
+    "emulator": run_emulator,
+}
+
+
+def _dtype_of(args: Sequence[Any], names: Sequence[str]) -> torch.dtype:
+    """The dtype heuristics size tiles by: the first output's, else the first tensor's."""
+    tensors = [(n, a) for n, a in zip(names, args) if isinstance(a, torch.Tensor)]
+    for name, tensor in tensors:
+        if "out_ptr" in name:
+            return tensor.dtype
+    return tensors[0][1].dtype if tensors else torch.float32
+
+
+class GXUKernel:
+    """A generated gxu kernel: the `@triton.jit` function plus how to launch it under GXU limits."""
+
+    def __init__(self, fn: Any, kind: str, triton_meta: dict, inductor_meta: dict,
+                 filename: Optional[str] = None) -> None:
+        self.fn = fn
+        self.kind = kind
+        self.triton_meta = triton_meta
+        self.inductor_meta = inductor_meta
+        self.filename = filename
+        self.name = fn.__name__
+        self.shape = kernel_shape(fn, self.name)
+        self._plans: dict[tuple, LaunchPlan] = {}
+
+    # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing ahead of time: configs depend on the sizes seen at launch (dynamic shapes)."""
+
+    def set_compile_info(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def prepare_for_pickle(self) -> None:
+        pass
+
+    def restore_after_unpickle(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getstate__(self) -> dict:
+        # Compile workers send kernels back pickled; the JIT function is reloaded from source.
+        return {**self.__dict__, "fn": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.fn is None:
+            spec = importlib.util.spec_from_file_location(f"gxu_kernel_{self.name}", self.filename)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.fn = getattr(module, self.name).fn
+
+    # -- launching --------------------------------------------------------------------------
+    def plan(self, args: Sequence[Any]) -> LaunchPlan:
+        names = self.shape.runtime_args
+        numels = {n: int(a) for n, a in zip(names, args) if n in NUMEL_ARGS}
+        dtype = _dtype_of(args, names)
+        policy, spec = current_heuristics(), current_spec()
+        key = (tuple(sorted(numels.items())), dtype, id(policy), spec)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = autotune.lookup(self, args, numels, spec) or \
+                plan_launch(self.shape, numels, dtype, policy, spec)
+            self._plans[key] = plan
+        return plan
+
+    def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
+        if kwargs:
+            raise TypeError(f"{self.name}: unexpected launch keywords {sorted(kwargs)}")
+        spec = current_spec()
+        plan = self.plan(args)
+        check_launch(spec, plan.grid, plan.num_warps, self.name)
+        target = targets.current_target()
+        findings, predicted_s = EXECUTORS[target](self, plan, args)
+        meta = {**plan.meta, **{n: int(a) for n, a in zip(self.shape.runtime_args, args)
+                                if n in NUMEL_ARGS}}
+        if self.shape.static_rblock is not None:
+            meta["R0_BLOCK"] = self.shape.static_rblock
+        meta.update(tiles=plan.n_tiles, tiles_per_program=plan.tiles_per_program)
+        launch_records.record(launch_records.Launch(
+            kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=meta, target=target,
+            policy=current_heuristics().name, findings=findings,
+            predicted_s=predicted_s, rules=plan.rules))
+
+
+def _decorator(kind: str) -> Callable[..., Callable[[Any], GXUKernel]]:
+    def decorator(*args: Any, triton_meta: dict, inductor_meta: Optional[dict] = None,
+                  filename: Optional[str] = None, **kwargs: Any) -> Callable[[Any], GXUKernel]:
+        return lambda fn: GXUKernel(fn, kind, triton_meta, inductor_meta or {}, filename)
+    decorator.__name__ = kind
+    return decorator
+
+
+pointwise = _decorator("pointwise")
+reduction = _decorator("reduction")
+persistent_reduction = _decorator("persistent_reduction")
+
+
+def _refuse(kind: str) -> Callable[..., Any]:
+    def decorator(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"gxusim: Inductor emitted a {kind} kernel for gxu; this kernel kind picks its own "
+            f"program ids and cannot be capped at the spec's grid, so gxu does not support it")
+    return decorator
+
+
+split_scan = _refuse("split_scan")
+cooperative_reduction = _refuse("cooperative_reduction")
+template = _refuse("template")
+foreach = _refuse("foreach (combo)")
+user_autotune = _refuse("user-defined Triton")

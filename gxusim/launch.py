@@ -1,0 +1,72 @@
+"""Launch records and the decision log: what ran, with which parameters, and why.
+
+Every gxu kernel launch appends a `Launch` (api.md) to a process-wide list that
+`gxusim.launches()` returns. With `GXUSIM_LOG=decisions` each launch also prints a
+line in the seed's style (`[Config] kernel XBLOCK=... num_warps=... grid=(...)`),
+through the `gxusim.decisions` logger.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import threading
+from typing import Any, Optional
+
+from .findings import Finding
+
+log = logging.getLogger("gxusim.decisions")
+
+
+@dataclasses.dataclass
+class Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    num_warps: int
+    meta: dict[str, Any]  # XBLOCK, RBLOCK/R0_BLOCK, YBLOCK, numels, tiles, tiles_per_program
+    target: str  # "cuda" | "emulator"
+    policy: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    predicted_s: Optional[float] = None
+    measured_s: Optional[float] = None
+    rules: dict[str, str] = dataclasses.field(default_factory=dict)  # parameter -> what decided it
+
+    def describe(self) -> str:
+        params = " ".join(f"{k}={v}" for k, v in self.meta.items())
+        rules = "; ".join(f"{k}: {v}" for k, v in self.rules.items())
+        return (f"[Config] {self.kernel} {params} num_warps={self.num_warps} grid={self.grid} "
+                f"policy={self.policy} target={self.target}" + (f" ({rules})" if rules else ""))
+
+
+_lock = threading.Lock()
+_launches: list[Launch] = []
+
+
+def _decision_logging_enabled() -> bool:
+    return "decisions" in os.environ.get("GXUSIM_LOG", "").split(",")
+
+
+if _decision_logging_enabled() and not log.handlers:
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+
+
+def record(launch: Launch) -> None:
+    with _lock:
+        _launches.append(launch)
+    if log.isEnabledFor(logging.INFO):
+        log.info(launch.describe())
+
+
+def launches() -> list[Launch]:
+    """Launch records since the last `clear_launches()` (a copy)."""
+    with _lock:
+        return list(_launches)
+
+
+def clear_launches() -> None:
+    with _lock:
+        _launches.clear()
