@@ -10,8 +10,8 @@ mapped back by the op's schema:
 * a result the op was asked to put elsewhere (`device="cpu"`) is returned as it is.
 
 Aliases' storages cannot grow: when an op needs a larger `out=`, the backing kernel
-fails before writing, and the written gxu tensors are sized by the op's meta kernel and
-the op runs again; any other metadata change to a written alias (a shrunk `out=`,
+fails before writing, and the op runs again with growable backing outputs that the gxu
+tensors then take over; any other metadata change to a written alias (a shrunk `out=`,
 `t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run with the gxu
 generator's state swapped into the backing device's default generator, so gxu has its
 own reproducible random stream whatever the op's signature.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import warnings
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -82,6 +81,7 @@ class _Plan(NamedTuple):
 
     seeded: bool  # draws random numbers: runs on the gxu generator
     mapped: tuple[tuple[int, str], ...]  # (position, name) of arguments that may hold gxu values
+    tensors: frozenset[str]  # names of the plain `Tensor` arguments
     written: tuple[tuple[int, str], ...]  # (position, name) of each argument the op writes
     returns_written: tuple[int | None, ...]  # per return: index into `written` it is, or None
 
@@ -105,13 +105,26 @@ def _plan(op: torch._ops.OpOverload) -> _Plan:
         match = [i for i, (_, _, sets) in enumerate(written)
                  if info is not None and info.is_write and sets == info.before_set]
         returns_written.append(match[0] if match else None)
-    return _Plan(torch.Tag.nondeterministic_seeded in op.tags, mapped,
+    tensors = frozenset(argument.name for _, argument in arguments
+                        if str(argument.type) == "Tensor")
+    return _Plan(torch.Tag.nondeterministic_seeded in op.tags, mapped, tensors,
                  tuple((position, name) for position, name, _ in written), tuple(returns_written))
 
 
 def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
     """An argument as the boxed fallback passes it: keyword-only ones by name, others by place."""
     return kwargs[name] if name in kwargs else args[position]
+
+
+def _with_math_bits(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`tensor` carrying `like`'s lazy conjugate/negative bits, which views of memory (both
+    ways: gxu -> alias, result -> gxu) do not inherit, and which ops such as `conj()`,
+    `fft.ifft` and conj-aware matmuls rely on."""
+    if like.is_conj():
+        torch._C._set_conj(tensor, True)
+    if like.is_neg():
+        torch._C._set_neg(tensor, True)
+    return tensor
 
 
 class _Aliaser:
@@ -129,7 +142,7 @@ class _Aliaser:
                 return value
             storage = value.untyped_storage()
             self.storages[storage.data_ptr()] = storage
-            return memory.alias_with(value, storage, self.device)
+            return _with_math_bits(memory.alias_with(value, storage, self.device), value)
         if isinstance(value, torch.device) and value.type == "gxu":
             return target.freeze()
         if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
@@ -143,17 +156,20 @@ class _Aliaser:
             if name in kwargs:
                 backing_kwargs[name] = self(kwargs[name])
             elif position < len(args):
-                backing_args[position] = self(args[position])
+                value = args[position]
+                # A Python number in a Tensor argument is a wrapped number that the boxed
+                # call unwrapped; the op's schema needs it back as a (CPU, 0-dim) tensor.
+                if name in plan.tensors and isinstance(value, (bool, int, float, complex)):
+                    backing_args[position] = torch.tensor(value)
+                else:
+                    backing_args[position] = self(value)
         return backing_args, backing_kwargs
 
 
 def _sync_geometry(original: Any, alias: Any) -> None:
     """Carry a metadata change the op made to a written alias (an `out=` shrunk, `t_`,
     `squeeze_`) over to the gxu tensor the caller holds."""
-    if isinstance(original, (list, tuple)):
-        for o, a in zip(original, alias):
-            _sync_geometry(o, a)
-    elif _is_gxu(original) and (alias.size() != original.size()
+    if _is_gxu(original) and (alias.size() != original.size()
                                 or alias.stride() != original.stride()
                                 or alias.storage_offset() != original.storage_offset()):
         memory.set_storage(original, original.untyped_storage(), alias.storage_offset(),
@@ -164,35 +180,51 @@ def _run_on_backing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device
                     kwargs: dict) -> tuple[_Aliaser, Any]:
     aliaser = _Aliaser(device)
     backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
-    if plan.seeded:
-        result = _run_seeded(op, backing_args, backing_kwargs)
-    else:
-        result = op(*backing_args, **backing_kwargs)
+    result = _run(op, plan, backing_args, backing_kwargs)
     for position, name in plan.written:
-        _sync_geometry(_argument(args, kwargs, position, name),
-                       _argument(backing_args, backing_kwargs, position, name))
+        _map_pairs(_argument(args, kwargs, position, name),
+                   _argument(backing_args, backing_kwargs, position, name), _sync_geometry)
     return aliaser, result
 
 
-def _meta(value: Any) -> Any:
-    if _is_gxu(value):
-        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="meta")
-    return value
+def _run(op: torch._ops.OpOverload, plan: _Plan, args: list, kwargs: dict) -> Any:
+    return _run_seeded(op, args, kwargs) if plan.seeded else op(*args, **kwargs)
 
 
-def _grow_written_arguments(op: torch._ops.OpOverload, plan: _Plan, args: tuple,
-                            kwargs: dict) -> None:
-    """Resize written gxu tensors to what the op will make of them (learned from its meta kernel)."""
-    meta_args = _map(args, _meta)
-    meta_kwargs = {k: _map(v, _meta) for k, v in kwargs.items()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the backing attempt already warned about resizing
-        op(*meta_args, **meta_kwargs)
+def _run_growing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, args: tuple,
+                 kwargs: dict) -> tuple[_Aliaser, Any]:
+    """Run an op that must grow a written gxu tensor, which an alias cannot: the written
+    arguments run as ordinary (growable) backing tensors, then each gxu tensor takes over
+    its grown backing memory (no copy), as a gxu storage that grows is replaced."""
+    aliaser = _Aliaser(device)
+    backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
+    written = []
     for position, name in plan.written:
-        value = _argument(args, kwargs, position, name)
-        shape = _argument(meta_args, meta_kwargs, position, name).shape
-        if _is_gxu(value) and shape != value.shape:
-            resize_(value, shape)
+        growable = _map(_argument(backing_args, backing_kwargs, position, name),
+                        lambda t: t.clone() if isinstance(t, torch.Tensor) else t)
+        if name in backing_kwargs:
+            backing_kwargs[name] = growable
+        else:
+            backing_args[position] = growable
+        written.append((_argument(args, kwargs, position, name), growable))
+    result = _run(op, plan, backing_args, backing_kwargs)
+    for original, grown in written:
+        _map_pairs(original, grown, _adopt)
+    return aliaser, result
+
+
+def _adopt(original: Any, grown: Any) -> None:
+    if _is_gxu(original):
+        owner = memory.from_backing(grown).untyped_storage()
+        memory.set_storage(original, owner, grown.storage_offset(), grown.size(), grown.stride())
+
+
+def _map_pairs(original: Any, backing: Any, fn: Callable[[Any, Any], None]) -> None:
+    if isinstance(original, (list, tuple)):
+        for o, b in zip(original, backing):
+            _map_pairs(o, b, fn)
+    else:
+        fn(original, backing)
 
 
 # The backing device's message when a kernel tries to grow a storage it does not own.
@@ -206,13 +238,12 @@ def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: 
     try:
         aliaser, result = _run_on_backing(op, plan, device, args, kwargs)
     except RuntimeError as error:
-        # Aliases cannot grow, so an `out=` (or `resize_as_`) that needs more memory fails
-        # before writing anything: grow the gxu tensors first, then run again. Sizing only on
-        # failure keeps the meta pass off the common path (correctly sized outputs).
+        # An `out=` (or `resize_as_`) needing more memory than its alias has fails before
+        # writing anything; only then is the op run again with growable outputs, which keeps
+        # the common path (outputs of the right size) free of extra work.
         if not plan.written or _NOT_RESIZABLE not in str(error):
             raise
-        _grow_written_arguments(op, plan, args, kwargs)
-        aliaser, result = _run_on_backing(op, plan, device, args, kwargs)
+        aliaser, result = _run_growing(op, plan, device, args, kwargs)
 
     wanted = kwargs.get("device")
     stays_put = wanted is not None and torch.device(wanted).type != "gxu"
@@ -224,9 +255,9 @@ def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: 
             return value
         owner = aliaser.storages.get(value.untyped_storage().data_ptr())
         if owner is not None:
-            return memory.gxu_view(owner, value.dtype, value.storage_offset(),
-                                   value.size(), value.stride())
-        return memory.from_backing(value)
+            return _with_math_bits(memory.gxu_view(owner, value.dtype, value.storage_offset(),
+                                                   value.size(), value.stride()), value)
+        return _with_math_bits(memory.from_backing(value), value)
 
     if isinstance(result, tuple):
         return tuple(_map(v, lambda t: to_gxu(t, None)) if isinstance(v, list) else to_gxu(v, w)
@@ -302,6 +333,7 @@ def _explicit_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
     return kernel
 
 
+_CONVOLUTIONS = ("aten::convolution", "aten::_convolution", "aten::convolution_backward")
 _libraries: list[torch.library.Library] = []
 
 
@@ -313,12 +345,17 @@ def register() -> None:
     fallback_library.fallback(fallback, "PrivateUse1", with_keyset=True)
     aten = torch.library.Library("aten", "IMPL")
     # A structured op without a gxu kernel runs its CompositeExplicitAutogradNonFunctional
-    # kernel, which allocates the outputs (one trip through the fallback) and then calls the
-    # out= variant (a second trip). Sending such ops straight to the fallback runs the
-    # backing device's structured kernel in one trip: same result, half the overhead.
+    # kernel: an allocation and then its out= variant, two trips through the fallback.
+    # Sending such ops straight to the fallback runs the backing device's structured kernel
+    # in one trip: same result, half the overhead. Convolution's composite kernel would
+    # pick `convolution_overrideable` for PrivateUse1 (a hook for C++ backends, with no
+    # kernel anywhere), so it too must reach the backing device's own kernel.
     for name in torch._C._dispatch_get_all_op_names():
-        if name.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
-                name, "CompositeExplicitAutogradNonFunctional"):
+        if name.startswith("aten::") and not torch._C._dispatch_has_kernel_for_dispatch_key(
+                name, "PrivateUse1") and (
+                name.partition(".")[0] in _CONVOLUTIONS
+                or torch._C._dispatch_has_kernel_for_dispatch_key(
+                    name, "CompositeExplicitAutogradNonFunctional")):
             aten.impl(name[len("aten::"):], _fallback_for(name), "PrivateUse1", with_keyset=True)
     aten.impl("_copy_from", copy_from, "PrivateUse1")
     aten.impl("resize_", resize_, "PrivateUse1")
