@@ -15,6 +15,8 @@ tensors then take over; any other metadata change to a written alias (a shrunk `
 `t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run with the gxu
 generator's state swapped into the backing device's default generator, so gxu has its
 own reproducible random stream whatever the op's signature.
+The fallback is also registered as the gxu kernel of every structured op (and of
+convolution), so those run as one backing-device kernel instead of decomposing on gxu.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
 storages grow by reallocation) and `set_` (metadata only).
 """
