@@ -1,0 +1,147 @@
+"""Grid and warp model: which thread holds which block element, memory transactions,
+occupancy and a first performance estimate.
+
+Layout. A program of `num_warps` warps of `warp_size` lanes holds a block in Triton's
+blocked layout: `size_per_thread` contiguous elements along the fastest dimension
+(as many as fit 16 bytes, fewer when the block has fewer elements than threads x 4),
+`threads_per_warp` filled from the fastest dimension outwards, `warps_per_cta` likewise
+with leftover warps on the slowest dimension. Element coordinate c along dim d sits in
+vector slot c % spt, lane (c // spt) % tpw, warp (c // (spt tpw)) % wpc and repetition
+c // (spt tpw wpc). When the block is smaller than the program's threads the layout
+wraps, and the surplus lanes hold copies: they are idle.
+
+Transactions. One warp instruction moves the elements of one (warp, repetition); the
+memory system serves it in 32-byte sectors. Coalescing efficiency of an access site =
+useful bytes / (sectors x 32), measured on the site's first execution in program 0
+with the real offsets and masks.
+
+Occupancy. Resident programs per SM = min(max_blocks_per_sm, max_warps_per_sm //
+num_warps, regs_per_sm // (regs_per_thread x threads), smem_per_sm // smem_per_block);
+the limiter is the first term attaining the minimum. Registers per thread are estimated
+from the kernel's peak live block values (elements per thread x 32-bit words live at
+once + 16 for addresses and scalars, clamped to max_regs_per_thread) unless a compiled
+kernel's `n_regs` is given. Waves = ceil(programs / (blocks_per_sm x sm_count)).
+
+Time. `predict_seconds` is the seam for a calibrated model; today it is a roofline:
+launch overhead + sector bytes / (mem_bandwidth x fraction of the machine's warp slots
+the launch keeps busy).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..spec import HardwareSpec
+
+REGISTER_OVERHEAD = 16
+SECTOR_BYTES = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockedLayout:
+    size_per_thread: tuple
+    threads_per_warp: tuple
+    warps_per_cta: tuple
+    order: tuple  # fastest dimension first
+
+
+@dataclasses.dataclass
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    limiter: str
+    regs_per_thread: int
+    smem_per_block: int
+    threads_per_block: int
+    waves: int
+    idle_lane_fraction: float
+
+    def __str__(self) -> str:
+        return (f"{self.blocks_per_sm} blocks/SM ({self.warps_per_sm} warps/SM, limited by "
+                f"{self.limiter}), {self.regs_per_thread} regs/thread, {self.waves} wave(s)")
+
+
+def blocked_layout(shape: tuple, num_warps: int, warp_size: int, elem_bytes: int) -> BlockedLayout:
+    rank = len(shape)
+    order = tuple(reversed(range(rank)))
+    threads = num_warps * warp_size
+    numel = math.prod(shape)
+    spt = [1] * rank
+    fastest = order[0]
+    spt[fastest] = max(1, min(16 // max(1, elem_bytes), numel // threads, shape[fastest]))
+    tpw, wpc = [1] * rank, [1] * rank
+    lanes, warps = warp_size, num_warps
+    for d in order:
+        tpw[d] = max(1, min(lanes, shape[d] // spt[d]))
+        lanes //= tpw[d]
+    tpw[order[-1]] *= lanes  # wrap the rest on the slowest dimension
+    for d in order:
+        wpc[d] = max(1, min(warps, shape[d] // (spt[d] * tpw[d])))
+        warps //= wpc[d]
+    wpc[order[-1]] *= warps
+    return BlockedLayout(tuple(spt), tuple(tpw), tuple(wpc), order)
+
+
+def idle_lane_fraction(shape: tuple, num_warps: int, warp_size: int) -> float:
+    threads = num_warps * warp_size
+    return max(0.0, 1.0 - math.prod(shape) / threads) if shape else 1.0 - 1.0 / threads
+
+
+def sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_elem: int,
+                      elem_bytes: int, num_warps: int, warp_size: int) -> float:
+    """Useful bytes / sector bytes of one block access, from its element offsets and mask."""
+    if not shape or not mask.any():
+        return 1.0
+    layout = blocked_layout(shape, num_warps, warp_size, elem_bytes)
+    coords = np.unravel_index(np.arange(math.prod(shape)), shape)
+    warp = np.zeros(len(coords[0]), np.int64)
+    rep = np.zeros(len(coords[0]), np.int64)
+    for d, c in enumerate(coords):
+        spt, tpw, wpc = layout.size_per_thread[d], layout.threads_per_warp[d], layout.warps_per_cta[d]
+        warp = warp * wpc + (c // (spt * tpw)) % wpc
+        rep = rep * max(1, -(-shape[d] // (spt * tpw * wpc))) + c // (spt * tpw * wpc)
+    active = mask.astype(bool)
+    instr = (warp * (rep.max() + 1) + rep)[active]
+    sector = ((offsets[active] + base_elem) * elem_bytes) // SECTOR_BYTES
+    # distinct elements (replicated lanes read the same address once)
+    unique_elems = len(np.unique(offsets[active]))
+    sectors = len(np.unique(np.stack([instr, sector]), axis=1).T)
+    return min(1.0, unique_elems * elem_bytes / (sectors * SECTOR_BYTES))
+
+
+def estimate_registers(live_words: list[tuple[int, int]], num_warps: int, spec: HardwareSpec,
+                       n_regs: Optional[int] = None) -> int:
+    """live_words: (block elements, 32-bit words live per element) per fused loop."""
+    if n_regs is not None:
+        return int(n_regs)
+    threads = num_warps * spec.warp_size
+    peak = max((math.ceil(numel / threads) * words for numel, words in live_words), default=0)
+    return min(spec.max_regs_per_thread, peak + REGISTER_OVERHEAD)
+
+
+def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread: int,
+              smem_per_block: int, block_shape: tuple) -> Occupancy:
+    threads = num_warps * spec.warp_size
+    limits = [
+        ("max_blocks_per_sm", spec.max_blocks_per_sm),
+        ("max_warps_per_sm", spec.max_warps_per_sm // max(1, num_warps)),
+        ("registers", spec.regs_per_sm // max(1, regs_per_thread * threads)),
+        ("shared_memory", spec.smem_per_sm // smem_per_block if smem_per_block else spec.max_blocks_per_sm),
+    ]
+    limiter, blocks = min(limits, key=lambda item: item[1])
+    waves = math.ceil(programs / max(1, blocks * spec.sm_count)) if blocks else 0
+    return Occupancy(blocks, blocks * num_warps, limiter, regs_per_thread, smem_per_block, threads,
+                     waves, idle_lane_fraction(block_shape, num_warps, spec.warp_size))
+
+
+def predict_seconds(traffic_bytes: float, programs: int, num_warps: int, occ: Occupancy,
+                    spec: HardwareSpec) -> float:
+    """Roofline placeholder: the one function a calibrated performance model replaces."""
+    if occ.blocks_per_sm == 0:
+        return math.inf
+    resident = min(programs, occ.blocks_per_sm * spec.sm_count)
+    busy = min(1.0, resident * num_warps / (spec.sm_count * spec.max_warps_per_sm))
+    return spec.launch_overhead_s + traffic_bytes / (spec.mem_bandwidth * max(busy, 1e-9))

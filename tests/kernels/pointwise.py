@@ -1,0 +1,121 @@
+"""Pointwise kernels: the seed's capped add+relu (both tile orders), tanh-GELU the way
+Inductor writes it, narrow-float casts, a 2D transpose and an embedding gather."""
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_helpers
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def add_relu_chunked(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    # the seed's GXU form: program pid handles the contiguous tiles pid * tiles_per_pid + i
+    pid = tl.program_id(0)
+    n_tiles = tl.cdiv(xnumel, XBLOCK)
+    tiles_per_pid = tl.cdiv(n_tiles, tl.num_programs(0))
+    for i in range(tiles_per_pid):
+        xoffset = (pid * tiles_per_pid + i) * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)
+        xmask = xindex < xnumel
+        tmp0 = tl.load(in_ptr0 + xindex, xmask)
+        tmp1 = tl.load(in_ptr1 + xindex, xmask)
+        tmp2 = tmp0 + tmp1
+        tmp3 = tl.maximum(tmp2, 0.0)
+        tl.store(out_ptr0 + xindex, tmp3, xmask)
+
+
+@triton.jit
+def add_relu_gridstride(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    n_tiles = tl.cdiv(xnumel, XBLOCK)
+    for tile in range(pid, n_tiles, num_programs):
+        xoffset = tile * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)[:]
+        xmask = xindex < xnumel
+        x0 = xindex
+        tmp0 = tl.load(in_ptr0 + (x0), xmask, eviction_policy='evict_first')
+        tmp1 = tl.load(in_ptr1 + (x0), xmask)
+        tmp2 = tmp0 + tmp1
+        tmp3 = tl.full([1], 0, tl.int32)
+        tmp4 = triton_helpers.maximum(tmp3, tmp2)
+        tl.store(out_ptr0 + (x0), tmp4, xmask)
+
+
+@triton.jit
+def gelu_tanh(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    n_tiles = tl.cdiv(xnumel, XBLOCK)
+    for tile in range(pid, n_tiles, num_programs):
+        xoffset = tile * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)[:]
+        xmask = xindex < xnumel
+        x0 = xindex
+        tmp0 = tl.load(in_ptr0 + (x0), xmask).to(tl.float32)
+        tmp1 = 0.5
+        tmp2 = tmp0 * tmp1
+        tmp3 = tmp0 * tmp0
+        tmp4 = tmp3 * tmp0
+        tmp5 = 0.044715
+        tmp6 = tmp4 * tmp5
+        tmp7 = tmp0 + tmp6
+        tmp8 = 0.7978845608028654
+        tmp9 = tmp7 * tmp8
+        tmp10 = libdevice.tanh(tmp9)
+        tmp11 = 1.0
+        tmp12 = tmp10 + tmp11
+        tmp13 = tmp2 * tmp12
+        tl.store(out_ptr0 + (x0), tmp13, xmask)
+
+
+@triton.jit
+def narrow_casts(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, XBLOCK: tl.constexpr):
+    # fp32 -> fp16 / bf16 (round to nearest even), fp16 arithmetic, -> int64 (truncation)
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tmp0 = tl.load(in_ptr0 + xindex, xmask, other=0.0)
+    tmp1 = tmp0.to(tl.float16)
+    tmp2 = tmp1 * tmp1 + tmp1
+    tl.store(out_ptr0 + xindex, tmp2, xmask)
+    tmp3 = (tmp0 * 3.0).to(tl.bfloat16)
+    tl.store(out_ptr1 + xindex, tmp3, xmask)
+    tmp4 = (tmp0 * 100.0).to(tl.int64)
+    tl.store(out_ptr2 + xindex, tmp4, xmask)
+
+
+@triton.jit
+def transpose_2d(in_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # out[N, M] = in[M, N]^T, one BLOCK_M x BLOCK_N tile per program (2D grid)
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tile = tl.load(in_ptr + rm[:, None] * N + rn[None, :], mask=mask)
+    tl.store(out_ptr + rn[None, :] * M + rm[:, None], tile, mask=mask)
+
+
+@triton.jit
+def transpose_flat(in_ptr0, out_ptr0, xnumel, M, N, XBLOCK: tl.constexpr):
+    # the seed's flattened transpose: x0 = xindex % N (column), x1 = xindex // N (row)
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex % M
+    x1 = xindex // M
+    tmp0 = tl.load(in_ptr0 + (x1 + N * x0), xmask)
+    tl.store(out_ptr0 + (xindex), tmp0, xmask)
+
+
+@triton.jit
+def embedding(in_ptr0, in_ptr1, out_ptr0, xnumel, DIM: tl.constexpr, XBLOCK: tl.constexpr):
+    # Inductor's embedding: out[i, d] = weight[idx[i], d] (indirect load)
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x1 = xindex // DIM
+    x0 = xindex % DIM
+    tmp0 = tl.load(in_ptr0 + (x1), xmask, eviction_policy='evict_last')
+    tl.device_assert(((0 <= tmp0) & (tmp0 < 64)) | ~(xmask), "index out of bounds: 0 <= tmp0 < 64")
+    tmp1 = tl.load(in_ptr1 + (x0 + DIM * tmp0), xmask)
+    tl.store(out_ptr0 + (xindex), tmp1, xmask)

@@ -1,0 +1,95 @@
+"""Emulator outputs against Triton's interpreter on the kernel suite (tests/kernels)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gxusim.emulator as emu
+from kernels import planted, pointwise, reductions
+from kernels.reference import run_interpreter
+
+
+def _cases() -> dict:
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    n = 5000  # not a multiple of any block: exercises tail masks
+    rows, cols = 37, 100
+    xs = randn(n) * 3
+    cases = {
+        "add_relu_chunked": ("pointwise", "add_relu_chunked", (32,), [randn(n), randn(n), torch.empty(n), n],
+                             {"XBLOCK": 128}, 0.0),
+        "add_relu_gridstride": ("pointwise", "add_relu_gridstride", (32,),
+                                [randn(n), randn(n), torch.empty(n), n], {"XBLOCK": 64}, 0.0),
+        "gelu_tanh": ("pointwise", "gelu_tanh", (32,), [xs, torch.empty(n), n], {"XBLOCK": 256}, 1e-6),
+        "transpose_2d": ("pointwise", "transpose_2d", (3, 4), [randn(rows, cols), torch.empty(cols, rows),
+                         rows, cols], {"BLOCK_M": 16, "BLOCK_N": 32}, 0.0),
+        "transpose_flat": ("pointwise", "transpose_flat", (math.ceil(rows * cols / 256),),
+                           [randn(rows, cols), torch.empty(cols, rows), rows * cols, rows, cols],
+                           {"XBLOCK": 256}, 0.0),
+        "embedding": ("pointwise", "embedding", (math.ceil(50 * 16 / 128),),
+                      [torch.randint(0, 64, (50,), generator=g), randn(64, 16), torch.empty(50, 16), 50 * 16],
+                      {"DIM": 16, "XBLOCK": 128}, 0.0),
+        "softmax": ("reductions", "softmax", (8,), [torch.empty(rows, cols), randn(rows, cols), cols, cols,
+                    rows, cols], {"BLOCK": 128}, 1e-6),
+        "row_sum": ("reductions", "row_sum", (4,), [randn(rows, cols), torch.empty(rows), rows, cols],
+                    {"XBLOCK": 8, "R0_BLOCK": 32}, 1e-5),
+        "softmax_inductor": ("reductions", "row_max_softmax_inductor", (math.ceil(rows / 4),),
+                             [randn(rows, cols), torch.empty(rows, cols), rows, cols],
+                             {"XBLOCK": 4, "R0_BLOCK": 128}, 1e-6),
+        "layernorm_welford": ("reductions", "layernorm_welford", (math.ceil(rows / 4),),
+                              [torch.empty(rows), randn(rows, cols), randn(cols), randn(cols),
+                               torch.empty(rows, cols), rows, cols], {"XBLOCK": 4, "R0_BLOCK": 32}, 1e-5),
+    }
+    return {k: dict(module=m, kernel=kn, grid=gr, args=a, constexprs=c, atol=t)
+            for k, (m, kn, gr, a, c, t) in cases.items()}
+
+
+CASES = _cases()
+MODULES = {"pointwise": pointwise, "reductions": reductions, "planted": planted}
+
+
+@pytest.fixture(scope="session")
+def reference() -> dict:
+    names = list(CASES)
+    cases = [{k: v for k, v in CASES[n].items() if k != "atol"} for n in names]
+    for c in cases:
+        c["args"] = [a.clone() if isinstance(a, torch.Tensor) else a for a in c["args"]]
+    return dict(zip(names, run_interpreter(cases)))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_interpreter(name: str, reference: dict) -> None:
+    case = CASES[name]
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in case["args"]]
+    kernel = getattr(MODULES[case["module"]], case["kernel"])
+    report = emu.emulate(kernel, case["grid"], *args, **case["constexprs"])
+    assert report.ok, report.findings
+    assert not [f for f in report.findings if f.kind == "unsupported"]
+    got = [a for a in args if isinstance(a, torch.Tensor)]
+    for mine, ref in zip(got, reference[name]):
+        if case["atol"] == 0.0:
+            assert torch.equal(mine, ref), (name, (mine.float() - ref.float()).abs().max())
+        else:
+            torch.testing.assert_close(mine, ref, atol=case["atol"], rtol=case["atol"])
+
+
+def test_narrow_casts_round_to_nearest_even() -> None:
+    # Compared with torch, not the interpreter: Triton's CPU interpreter truncates fp32 ->
+    # bf16, while the GPU (cvt.rn) and torch round to nearest even.
+    g = torch.Generator().manual_seed(1)
+    n = 3000
+    x = torch.randn(n, generator=g) * 3
+    x[:4] = torch.tensor([1.0009765625 * 1.5, 65519.0, 70000.0, 1e-7])  # ties, overflow, subnormal
+    o16, obf = torch.empty(n, dtype=torch.float16), torch.empty(n, dtype=torch.bfloat16)
+    oint = torch.empty(n, dtype=torch.int64)
+    report = emu.emulate(pointwise.narrow_casts, (math.ceil(n / 512),), x, o16, obf, oint, n, XBLOCK=512)
+    assert report.ok
+    h = x.to(torch.float16)
+    assert torch.equal(o16, h * h + h)
+    assert torch.equal(obf, (x * 3).to(torch.bfloat16))
+    assert torch.equal(oint, (x * 100).to(torch.int64))
