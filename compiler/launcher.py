@@ -187,6 +187,7 @@ class GXUKernel:
         self.name = fn.__name__
         self.shape = kernel_shape(fn, self.name)
         self._plans: dict[tuple, LaunchPlan] = {}
+        self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
 
     # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
     def precompile(self, *args: Any, **kwargs: Any) -> None:

@@ -1,0 +1,119 @@
+"""Compile time and warm per-call time of the model suite on gxu (cuda target) against stock
+Inductor on plain CUDA tensors, and the bandwidth of the seed's 100M-element cases under
+the "seed", "gxu" and "autotune" policies. Needs a CUDA GPU.
+
+    python benchmarks/bench_compile.py [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import gxusim
+from gxusim.models import CASES, SUITE
+from gxusim.report import _table
+
+
+def _timed_calls(fn, inputs, calls: int = 20) -> float:
+    """Median seconds per call over `calls` synchronised calls, after warm-up."""
+    for _ in range(3):
+        fn(*inputs)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn(*inputs)
+        torch.cuda.synchronize()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _compile_and_time(case, device: str, scale: str) -> tuple[float, float]:
+    torch._dynamo.reset()
+    model, inputs = case.build(device, scale)
+    compiled = torch.compile(model)
+    start = time.perf_counter()
+    with torch.no_grad():
+        compiled(*inputs)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - start
+        return compile_s, _timed_calls(compiled, inputs)
+
+
+def suite_rows(scale: str) -> list[dict]:
+    rows = []
+    for case in SUITE:
+        try:
+            gxu_compile, gxu_call = _compile_and_time(case, "gxu", scale)
+        except Exception as error:  # report the model as failed, keep benchmarking the rest
+            print(f"{case.name}: gxu compile failed: {type(error).__name__}: {error}"[:400])
+            continue
+        cuda_compile, cuda_call = _compile_and_time(case, "cuda", scale)
+        rows.append(dict(model=case.name, gxu_compile_s=gxu_compile, cuda_compile_s=cuda_compile,
+                         gxu_call_ms=gxu_call * 1e3, cuda_call_ms=cuda_call * 1e3))
+    return rows
+
+
+def bandwidth_rows() -> list[dict]:
+    rows = []
+    for name, tensors in (("add_relu", 3), ("mul_relu", 2)):
+        case = CASES[name]
+        nbytes = tensors * 4 * 100_000_000
+        model, inputs = case.build("cuda", "gpu")
+        torch._dynamo.reset()
+        stock = torch.compile(model)
+        with torch.no_grad():
+            seconds = _timed_calls(stock, inputs)
+        row = dict(case=name, stock_cuda_GBps=nbytes / seconds / 1e9)
+        del inputs
+        for policy in ("seed", "gxu", "autotune"):
+            gxusim.use_heuristics(policy)
+            torch._dynamo.reset()
+            model, inputs = case.build("gxu", "gpu")
+            compiled = torch.compile(model)
+            gxusim.clear_launches()
+            with torch.no_grad():
+                seconds = _timed_calls(compiled, inputs)
+            launch = gxusim.launches()[-1]
+            row[f"{policy}_GBps"] = nbytes / seconds / 1e9
+            row[f"{policy}_config"] = (f"X{launch.meta['XBLOCK']}/w{launch.num_warps}/"
+                                       f"g{launch.grid[0]}")
+            del inputs
+        gxusim.use_heuristics("gxu")
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--scale", default="cpu", choices=("cpu", "gpu"),
+                        help="model sizes for the compile/per-call table")
+    args = parser.parse_args()
+    gxusim.set_target("cuda")
+    torch._inductor.config.force_disable_caches = True
+    suite = suite_rows(args.scale)
+    bandwidth = bandwidth_rows()
+    print(_table(("model", "compile gxu s", "compile cuda s", "ratio", "call gxu ms",
+                  "call cuda ms", "ratio"),
+                 [(r["model"], f"{r['gxu_compile_s']:.2f}", f"{r['cuda_compile_s']:.2f}",
+                   f"{r['gxu_compile_s'] / r['cuda_compile_s']:.2f}", f"{r['gxu_call_ms']:.3f}",
+                   f"{r['cuda_call_ms']:.3f}", f"{r['gxu_call_ms'] / r['cuda_call_ms']:.2f}")
+                  for r in suite]))
+    print()
+    print(_table(("case (100M fp32)", "stock cuda GB/s", "seed GB/s", "gxu GB/s", "autotune GB/s",
+                  "seed cfg", "gxu cfg", "autotune cfg"),
+                 [(r["case"], f"{r['stock_cuda_GBps']:.0f}", f"{r['seed_GBps']:.0f}",
+                   f"{r['gxu_GBps']:.0f}", f"{r['autotune_GBps']:.0f}", r["seed_config"],
+                   r["gxu_config"], r["autotune_config"]) for r in bandwidth]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"suite": suite, "bandwidth": bandwidth}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

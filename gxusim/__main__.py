@@ -1,0 +1,5 @@
+import sys
+
+from gxusim.cli import main
+
+sys.exit(main())
