@@ -266,7 +266,7 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
     nsites = len(kir.sites)
     max_block = max((math.prod(s.shape) for s in kir.sites), default=1)
     outputs = {
-        "tiles": np.zeros(programs, np.int64), "oob": np.zeros((programs, 3), np.int64),
+        "tiles": np.zeros(programs, np.int64), "oob": np.zeros((programs, max(1, nsites), 2), np.int64),
         "sites": np.zeros((programs, max(1, nsites)), np.int64),
         "samp_off": np.zeros((max(1, nsites), max_block), np.int64),
         "samp_mask": np.zeros((max(1, nsites), max_block), np.bool_),

@@ -312,10 +312,10 @@ class Emitter:
         return o, m, d + 1
 
     def oob_code(self, d: int, site: int, o: str) -> None:
-        self.w(d, "if oob[p, 0] == 0:")
-        self.w(d + 1, f"oob[p, 1] = {site}")
-        self.w(d + 1, f"oob[p, 2] = {o}")
-        self.w(d, "oob[p, 0] += 1")
+        # per program and site: lanes out of bounds, and the first one's offset
+        self.w(d, f"if oob[p, {site}, 0] == 0:")
+        self.w(d + 1, f"oob[p, {site}, 1] = {o}")
+        self.w(d, f"oob[p, {site}, 0] += 1")
 
     def record(self, d: int, first: str, second: str, ob: str) -> None:
         # first two distinct programs per element (programs arrive in increasing order)

@@ -41,24 +41,22 @@ class Tracking:
 
 
 def out_of_bounds(kernel: str, oob: np.ndarray, sites: list[Site], buffers: dict) -> list[Finding]:
-    """One finding per access site: the lowest program whose first bad lane was there."""
+    """One finding per access site: the lowest program with a lane out of bounds there."""
     found = []
-    programs = np.nonzero(oob[:, 0])[0]
-    by_site: dict[int, list[int]] = {}
-    for p in programs:
-        by_site.setdefault(int(oob[p, 1]), []).append(int(p))
-    for site_id in sorted(by_site):
-        site = sites[site_id]
-        progs = by_site[site_id]
-        p = progs[0]
-        lanes = int(oob[progs, 0].sum())
+    for site_id, site in enumerate(sites):
+        progs = np.nonzero(oob[:, site_id, 0])[0]
+        if len(progs) == 0:
+            continue
+        p = int(progs[0])
+        offset = int(oob[p, site_id, 1])
+        lanes = int(oob[progs, site_id, 0].sum())
         n = buffers[site.base].array.shape[0] - buffers[site.base].base
         found.append(Finding(
             "out_of_bounds", "error",
-            f"unmasked {site.kind} of {site.base} at offset {int(oob[p, 2])} lies outside its "
-            f"storage ({n} elements from the argument's start); {lanes} lane(s) in "
-            f"{len(progs)} program(s); {site.where}",
-            program=p, buffer=site.base, offset=int(oob[p, 2]), kernel=kernel))
+            f"unmasked {site.kind} of {site.base} at offset {offset} lies outside its storage "
+            f"({n} elements from the argument's start); {lanes} lane(s) in {len(progs)} "
+            f"program(s); {site.where}",
+            program=p, buffer=site.base, offset=offset, kernel=kernel))
     return found
 
 

@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import itertools
 import math
+import re
 import textwrap
 from typing import Any, Callable, Optional
 
@@ -79,6 +80,7 @@ class Loop:
     step: Val
     body: list
     counts_tiles: bool = False
+    name: str = ""
 
 
 @dataclasses.dataclass(eq=False)
@@ -730,7 +732,7 @@ class Builder:
         self.loop_stack.pop()
         self.stmts.extend(init_stmts)
         counts = "pid" in (start.deps | stop.deps | step.deps) or _mixes_pid(body, var.id)
-        self.stmts.append(Loop(var, start, stop, step, body, counts))
+        self.stmts.append(Loop(var, start, stop, step, body, counts, node.target.id))
         after = dict(before)
         for name in assigned:
             after[name] = phis.get(name, _Undefined(name, "assigned inside a loop and not carried"))
@@ -1281,12 +1283,18 @@ def walk(stmts: list):
             yield from walk(s.body)
 
 
+_REDUCTION_LOOP = re.compile(r"^r\d*_?offset$")
+
+
 def mark_tile_loop(body: list) -> None:
-    """Keep `counts_tiles` only on the outermost tile loops that contain a store."""
+    """Keep `counts_tiles` only on the outermost tile loops: loops containing a store that
+    mix program_id with their variable, or that are not Inductor reduction loops
+    (`roffset`, `r0_offset`, ...)."""
     for s in body:
         if isinstance(s, Loop):
             has_store = any(isinstance(x, Store) for x in walk(s.body))
-            if s.counts_tiles and has_store:
+            if has_store and (s.counts_tiles or not _REDUCTION_LOOP.match(s.name)):
+                s.counts_tiles = True
                 for inner in walk(s.body):
                     if isinstance(inner, Loop):
                         inner.counts_tiles = False
