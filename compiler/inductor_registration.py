@@ -216,8 +216,16 @@ def register() -> None:
         dynamo_devices.register_interface_for_device(DEVICE, GXUDeviceInterface)
         inductor_common.register_backend_for_device(DEVICE, GXUScheduling, GXUWrapperCodegen,
                                                    device_custom_config=cache_key)
+        # Inductor loads its stock device-op overrides (cuda, cpu, ...) lazily, and on torch
+        # 2.11 only while its table is empty: registering gxu first would leave cuda
+        # without its overrides (`with pass:` in cuda wrappers). Load the stock ones first.
+        inductor_common.get_device_op_overrides("cpu")
         inductor_common.register_device_op_overrides(DEVICE, GXUDeviceOpOverrides())
         inductor_scheduler.Scheduler.create_backend = _create_backend
+        # get_gpu_type() names "the" GPU (cuda on the GPU machine) for passes such as
+        # move_constructors_to_gpu and asserts that only one GPU type is available. It is
+        # cached, so evaluating it before gxu joins GPU_TYPES keeps its stock answer.
+        inductor_utils.get_gpu_type()
         if DEVICE not in inductor_utils.GPU_TYPES:
             inductor_utils.GPU_TYPES.append(DEVICE)
         _registered = True

@@ -33,6 +33,13 @@ def test_forward_matches_eager(case, policy):
         gxusim.use_heuristics("gxu")
 
 
+# Known bug, seen on the H200 (torch 2.11): the backward of a compiled graph on gxu tensors
+# backed by CUDA memory stops in the autograd engine ("opt_ready_stream && opt_parent_stream
+# INTERNAL ASSERT", engine.cpp): the engine expects streams for the PrivateUse1 device that
+# the Python device guard does not provide. Eager training on the cuda target works
+# (tests/test_device_cuda.py). strict=True: this test reports when the bug is fixed.
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="autograd engine stream assert for PrivateUse1 on the cuda target")
 @pytest.mark.parametrize("case", [c for c in SUITE if c.trainable], ids=lambda c: c.name)
 def test_training_step_matches_eager(case):
     _check(run_case(case, "cpu", torch.float32, train=True))
@@ -86,3 +93,11 @@ def test_autotune_times_only_valid_configs_and_caches_on_disk(tmp_path, monkeypa
         assert any("8192" in key for key in entries)
     finally:
         gxusim.use_heuristics("gxu")
+
+
+def test_stock_cuda_compilation_is_unchanged_by_gxusim():
+    gxusim.clear_launches()
+    x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+    compiled = torch.compile(lambda a, b: (a + b).relu())
+    torch.testing.assert_close(compiled(x, y), (x + y).relu())
+    assert gxusim.launches() == [], "a plain CUDA graph went through the gxu launcher"
