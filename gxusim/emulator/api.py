@@ -290,6 +290,8 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
     findings = report.findings
     findings += checks.out_of_bounds(name, outputs["oob"], kir.sites, buffers)
     if checking:
+        for rec in tracking.values():
+            rec.merge()
         stored = [n for n in kir.arg_names if n in kir.stored]
         findings += checks.conflicts_and_races(name, tracking, buffers, stored)
         findings += checks.uncovered(name, tracking, buffers, stored, compiler_generated,

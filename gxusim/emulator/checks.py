@@ -33,11 +33,18 @@ class Buffer:
 
 @dataclasses.dataclass
 class Tracking:
-    """Per alias class: per-thread first/second writers and (if needed) readers."""
+    """Per alias class: per-thread first/second writers and (if needed) readers; after the
+    launch, `merge` fills `written` (any program stored the element) and the summary."""
     w1: np.ndarray
     w2: np.ndarray
     r1: np.ndarray
     r2: np.ndarray
+    written: Optional[np.ndarray] = None
+    summary: Optional[np.ndarray] = None
+
+    def merge(self) -> None:
+        self.written = np.empty(self.w1.shape[1], np.bool_)
+        self.summary = merge_tracking(self.w1, self.w2, self.r1, self.r2, self.written)
 
 
 def out_of_bounds(kernel: str, oob: np.ndarray, sites: list[Site], buffers: dict) -> list[Finding]:
@@ -68,7 +75,7 @@ def conflicts_and_races(kernel: str, tracking: dict, buffers: dict, stored: list
         if not names:
             continue
         buf = buffers[names[0]]
-        out = merge_tracking(rec.w1, rec.w2, rec.r1, rec.r2)
+        out = rec.summary
         if out[0]:
             e = int(out[1]) - buf.base
             found.append(Finding(
@@ -86,41 +93,37 @@ def conflicts_and_races(kernel: str, tracking: dict, buffers: dict, stored: list
     return found
 
 
-def _view_positions(t: torch.Tensor) -> np.ndarray | slice:
-    """Storage element indices the tensor view addresses (a slice when contiguous)."""
+def _missing(t: torch.Tensor, written: np.ndarray) -> tuple[int, int, int]:
+    """(unwritten elements of the tensor view, their total, storage index of the first)."""
     if t.is_contiguous():
-        return slice(t.storage_offset(), t.storage_offset() + t.numel())
+        start = t.storage_offset()
+        part = written[start:start + t.numel()]
+        count = t.numel() - int(np.count_nonzero(part))
+        return count, t.numel(), start + int(np.argmin(part)) if count else -1
     n = t.untyped_storage().nbytes() // t.element_size()
-    return torch.arange(n).as_strided(t.size(), t.stride(), t.storage_offset()).reshape(-1).numpy()
+    positions = torch.arange(n).as_strided(t.size(), t.stride(), t.storage_offset()).reshape(-1).numpy()
+    missing = ~written[positions]
+    count = int(missing.sum())
+    return count, missing.size, int(positions[np.argmax(missing)]) if count else -1
 
 
 def uncovered(kernel: str, tracking: dict, buffers: dict, stored: list[str],
               compiler_generated: bool, pointer_args: list[str]) -> list[Finding]:
     """Output elements no program wrote (error for compiler kernels, warning otherwise)."""
     found = []
-    if compiler_generated:
-        outputs = [n for n in pointer_args if _OUTPUT_ARG.match(n)]
-    else:
-        outputs = stored
+    outputs = [n for n in pointer_args if _OUTPUT_ARG.match(n)] if compiler_generated else stored
     for name in outputs:
         buf = buffers[name]
         rec = tracking.get(buf.alias)
-        if rec is None:
-            written = np.zeros(buf.array.shape[0], dtype=bool)
-        else:
-            written = (rec.w1 != -1).any(axis=0)
-        positions = _view_positions(buf.tensor)
-        missing = ~written[positions]
-        count = int(missing.sum())
-        if count == 0 or (not compiler_generated and count == missing.size):
+        written = rec.written if rec is not None else np.zeros(buf.array.shape[0], np.bool_)
+        count, total, first = _missing(buf.tensor, written)
+        if count == 0 or (not compiler_generated and count == total):
             continue
-        first = int(np.argmax(missing))
-        storage_index = positions.start + first if isinstance(positions, slice) else int(positions[first])
-        offset = storage_index - buf.base
+        offset = first - buf.base
         severity = "error" if compiler_generated else "warning"
         found.append(Finding(
             "uncovered", severity,
-            f"{count} of {missing.size} element(s) of output {name} were written by no program "
+            f"{count} of {total} element(s) of output {name} were written by no program "
             f"(first at offset {offset})", buffer=name, offset=offset, kernel=kernel))
     return found
 

@@ -106,9 +106,10 @@ def sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_
     active = mask.astype(bool)
     instr = (warp * (rep.max() + 1) + rep)[active]
     sector = ((offsets[active] + base_elem) * elem_bytes) // SECTOR_BYTES
+    sector -= sector.min()
     # distinct elements (replicated lanes read the same address once)
     unique_elems = len(np.unique(offsets[active]))
-    sectors = len(np.unique(np.stack([instr, sector]), axis=1).T)
+    sectors = len(np.unique(instr * (int(sector.max()) + 1) + sector))
     return min(1.0, unique_elems * elem_bytes / (sectors * SECTOR_BYTES))
 
 

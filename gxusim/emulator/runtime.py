@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 
 __all__ = ["_rf16", "_rbf16", "_f2h", "_h2f", "_f2bf", "_bf2f", "_idiv", "_irem", "_ffloordiv",
@@ -148,48 +148,73 @@ def _push(first, second, x):
     return first, second
 
 
-@njit(cache=True)
-def merge_tracking(w1, w2, r1, r2):
+@njit(inline="always")
+def _merge_element(w1, w2, r1, r2, e, has_reads, stats):
+    """Fold one element's per-thread records into stats (see `merge_tracking`)."""
+    threads = w1.shape[0]
+    wa, wb = -1, -1
+    for c in range(threads):
+        wa, wb = _push(wa, wb, np.int64(w1[c, e]))
+        if w2[c, e] != -1:
+            wa, wb = _push(wa, wb, np.int64(w2[c, e]))
+    if wa < 0:
+        return
+    if wb >= 0:
+        if stats[0] == 0:
+            stats[1], stats[2], stats[3] = e, wb, wa
+        stats[0] += 1
+    if has_reads:
+        ra, rb = -1, -1
+        for c in range(threads):
+            ra, rb = _push(ra, rb, np.int64(r1[c, e]))
+            if r2[c, e] != -1:
+                ra, rb = _push(ra, rb, np.int64(r2[c, e]))
+        reader, writer = -1, -1
+        if ra >= 0:
+            if wb >= 0:
+                reader, writer = ra, (wb if ra == wa else wa)
+            elif ra != wa:
+                reader, writer = ra, wa
+            elif rb >= 0:
+                reader, writer = rb, wa
+        if reader >= 0:
+            if stats[4] == 0:
+                stats[5], stats[6], stats[7] = e, reader, writer
+            stats[4] += 1
+
+
+@njit(cache=True, parallel=True)
+def merge_tracking(w1, w2, r1, r2, written):
     """Combine per-thread access records of one storage into exact conflict/race facts.
 
     w1/w2 (r1/r2): [threads, elements] first and second distinct program that stored
     (loaded) each element within a thread's contiguous range of programs, -1 for none.
-    Returns int64[8]: conflicts, first conflict element, its second writer, its first
-    writer, races, first race element, the racing reader, the writer it raced with.
+    Fills written[e] and returns int64[8]: conflicts, first conflict element, its second
+    writer, its first writer, races, first race element, the racing reader, the writer it
+    raced with. Element ranges are merged in parallel; per-range results are combined in
+    element order, so the answer does not depend on the thread count.
     """
-    threads, n = w1.shape
+    n = w1.shape[1]
+    has_reads = r1.shape[1] == n
+    parts = 16
+    stats = np.full((parts, 8), -1, np.int64)
+    for k in prange(parts):
+        stats[k, 0] = 0
+        stats[k, 4] = 0
+        for e in range(k * n // parts, (k + 1) * n // parts):
+            # fast path: at most one program touched the element
+            touched = 0
+            for c in range(w1.shape[0]):
+                touched += (w1[c, e] != -1) + 2 * (w2[c, e] != -1)
+            written[e] = touched > 0
+            if touched > 1 or (has_reads and touched == 1):
+                _merge_element(w1, w2, r1, r2, e, has_reads, stats[k])
     out = np.full(8, -1, np.int64)
     out[0] = 0
     out[4] = 0
-    has_reads = r1.shape[1] == n
-    for e in range(n):
-        wa, wb = -1, -1
-        for c in range(threads):
-            wa, wb = _push(wa, wb, np.int64(w1[c, e]))
-            wa, wb = _push(wa, wb, np.int64(w2[c, e]))
-        if wa < 0:
-            continue
-        if wb >= 0:
-            if out[0] == 0:
-                out[1], out[2], out[3] = e, wb, wa
-            out[0] += 1
-        if not has_reads:
-            continue
-        ra, rb = -1, -1
-        for c in range(threads):
-            ra, rb = _push(ra, rb, np.int64(r1[c, e]))
-            ra, rb = _push(ra, rb, np.int64(r2[c, e]))
-        if ra < 0:
-            continue
-        if wb >= 0:
-            reader, writer = ra, (wb if ra == wa else wa)
-        elif ra != wa:
-            reader, writer = ra, wa
-        elif rb >= 0:
-            reader, writer = rb, wa
-        else:
-            continue
-        if out[4] == 0:
-            out[5], out[6], out[7] = e, reader, writer
-        out[4] += 1
+    for k in range(parts):
+        for base in (0, 4):
+            if stats[k, base] and not out[base]:
+                out[base + 1:base + 4] = stats[k, base + 1:base + 4]
+            out[base] += stats[k, base]
     return out
