@@ -12,6 +12,11 @@ def _demo(args: argparse.Namespace) -> int:
     import gxusim
     from gxusim.models import CASES
     from gxusim.report import case_table, kernel_table, run_case
+    unknown = sorted(set(args.models) - set(CASES))
+    if unknown:
+        print(f"gxusim demo: unknown model(s) {unknown}; choose from {sorted(CASES)}",
+              file=sys.stderr)
+        return 2
     if args.target:
         gxusim.set_target(args.target)
     gxusim.use_heuristics(args.policy)
@@ -64,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
                                             "current target, compare with eager")
     demo.add_argument("models", nargs="*", default=["add_relu", "tanh_gelu", "transpose",
                                                     "row_sum", "mlp"],
-                      choices=sorted(CASES), metavar="MODEL", help=f"from {sorted(CASES)}")
+                      metavar="MODEL", help=f"from {sorted(CASES)}")
     demo.add_argument("--policy", default="gxu", choices=("gxu", "seed", "autotune"))
     demo.add_argument("--target", choices=("auto", "cuda", "emulator"))
     demo.set_defaults(run=_demo)
