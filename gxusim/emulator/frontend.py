@@ -199,7 +199,7 @@ MATH: dict[str, tuple[str, str]] = {
     "tan": ("math.tan({0})", "float"), "asin": ("math.asin({0})", "float"),
     "acos": ("math.acos({0})", "float"), "atan": ("math.atan({0})", "float"),
     "sinh": ("math.sinh({0})", "float"), "cosh": ("math.cosh({0})", "float"),
-    "tanh": ("math.tanh({0})", "float"), "asinh": ("math.asinh({0})", "float"),
+    "tanh": ("_tanh({0})", "float"), "asinh": ("math.asinh({0})", "float"),
     "acosh": ("math.acosh({0})", "float"), "atanh": ("math.atanh({0})", "float"),
     "erf": ("math.erf({0})", "float"), "erfc": ("math.erfc({0})", "float"),
     "lgamma": ("math.lgamma({0})", "float"), "floor": ("math.floor({0})", "float"),
