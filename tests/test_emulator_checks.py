@@ -215,3 +215,22 @@ def test_second_process_uses_the_disk_cache(tmp_path) -> None:
                                   text=True).stdout.split()[-1]) for _ in range(2)]
     assert list(tmp_path.glob("emulator/k_*.py"))
     assert times[1] < times[0] / 2, times
+
+
+def test_callable_grid_and_cli(capsys) -> None:
+    from kernels import pointwise
+    n = 1000
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    report = emu.emulate(pointwise.add_relu_chunked, lambda meta: (triton_cdiv(meta["xnumel"], meta["XBLOCK"]),),
+                         x, y, out, n, XBLOCK=128)
+    assert report.grid == (8, 1, 1) and torch.equal(out, (x + y).relu())
+    path = os.path.join(os.path.dirname(__file__), "kernels", "planted.py")
+    status = emu.cli_main([f"{path}::gridstride_short_step", "--grid", "4", "--arg", "x=float32[1000]",
+                           "--arg", "o=float32[1000]", "--arg", "n=1000", "--const", "XBLOCK=128",
+                           "--spec", "gxu"])
+    text = capsys.readouterr().out
+    assert status == 1 and "write_conflict" in text and "occupancy" in text
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
