@@ -5,6 +5,7 @@ TorchInductor backend that generates grid-capped GXU kernels. Pipeline stages, o
 module each: spec -> device -> compiler (lowering hooks, kernel codegen, heuristics,
 launch) -> target (CUDA or emulator) -> report.
 """
+from .emulator import EmulationReport, emulate
 from .findings import Finding, GXULimitError
 from .launch import Launch, clear_launches, launches
 from .spec import HardwareSpec, SpecError, current_spec, load_spec, use_spec
@@ -19,7 +20,7 @@ _register_device()
 _register_compiler()
 
 __all__ = [
-    "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch", "SpecError",
+    "EmulationReport", "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch", "SpecError",
     "clear_launches", "current_spec", "current_target", "last_generated_code", "launches",
     "load_spec", "set_target", "use_heuristics", "use_spec",
 ]
