@@ -21,7 +21,7 @@ import torch
 from gxusim import target as targets
 from gxusim.spec import HardwareSpec
 
-from .heuristics import AutotuneHeuristics, cdiv, current_heuristics
+from .heuristics import AutotuneHeuristics, Heuristics, cdiv
 
 if TYPE_CHECKING:
     from .launcher import GXUKernel, LaunchPlan
@@ -97,10 +97,10 @@ def _time(kernel: "GXUKernel", plan: "LaunchPlan", args: Sequence[Any]) -> float
 
 
 def lookup(kernel: "GXUKernel", args: Sequence[Any], numels: dict[str, int],
-           spec: HardwareSpec) -> Optional["LaunchPlan"]:
+           policy: Heuristics, spec: HardwareSpec) -> Optional["LaunchPlan"]:
     """The cached or freshly timed best plan in autotune mode; None in any other mode."""
     from .launcher import LaunchPlan
-    if not isinstance(current_heuristics(), AutotuneHeuristics):
+    if not isinstance(policy, AutotuneHeuristics):
         return None
     if targets.current_target() != "cuda":
         raise RuntimeError("gxusim autotune times kernels on the GPU and needs the 'cuda' target; "

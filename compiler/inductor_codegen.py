@@ -78,7 +78,6 @@ class GXUTritonKernel(TritonKernel):
             tree = trees[0]
             count = f"tl.cdiv({tree.prefix}numel, {tree.prefix.upper()}BLOCK)"
             return [f"for {TILE_INDEX[0]} in range({first}, {count}, tl.num_programs(0)):"]
-        x, y = trees
         return [f"x_tiles = tl.cdiv(xnumel, XBLOCK)",
                 f"n_tiles = x_tiles * tl.cdiv(ynumel, YBLOCK)",
                 f"for tile in range({first}, n_tiles, tl.num_programs(0)):",

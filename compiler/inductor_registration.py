@@ -14,7 +14,6 @@ Nothing here changes how cpu or cuda tensors compile: every hook is keyed by dev
 """
 from __future__ import annotations
 
-import threading
 import types
 
 import torch
@@ -25,6 +24,7 @@ from torch._inductor.codegen import common as inductor_common
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
 from gxusim import target
+from gxusim.once import once
 from gxusim.spec import current_spec
 
 from . import cache_key
@@ -203,29 +203,21 @@ def _create_backend(self: inductor_scheduler.Scheduler, device: torch.device):
     return GXUScheduling(self)
 
 
-_lock = threading.Lock()
-_registered = False
-
-
+@once
 def register() -> None:
     """Register gxu with Dynamo and Inductor once per process (idempotent, thread-safe)."""
-    global _registered
-    with _lock:
-        if _registered:
-            return
-        dynamo_devices.register_interface_for_device(DEVICE, GXUDeviceInterface)
-        inductor_common.register_backend_for_device(DEVICE, GXUScheduling, GXUWrapperCodegen,
-                                                   device_custom_config=cache_key)
-        # Inductor loads its stock device-op overrides (cuda, cpu, ...) lazily, and on torch
-        # 2.11 only while its table is empty: registering gxu first would leave cuda
-        # without its overrides (`with pass:` in cuda wrappers). Load the stock ones first.
-        inductor_common.get_device_op_overrides("cpu")
-        inductor_common.register_device_op_overrides(DEVICE, GXUDeviceOpOverrides())
-        inductor_scheduler.Scheduler.create_backend = _create_backend
-        # get_gpu_type() names "the" GPU (cuda on the GPU machine) for passes such as
-        # move_constructors_to_gpu and asserts that only one GPU type is available. It is
-        # cached, so evaluating it before gxu joins GPU_TYPES keeps its stock answer.
-        inductor_utils.get_gpu_type()
-        if DEVICE not in inductor_utils.GPU_TYPES:
-            inductor_utils.GPU_TYPES.append(DEVICE)
-        _registered = True
+    dynamo_devices.register_interface_for_device(DEVICE, GXUDeviceInterface)
+    inductor_common.register_backend_for_device(DEVICE, GXUScheduling, GXUWrapperCodegen,
+                                               device_custom_config=cache_key)
+    # Inductor loads its stock device-op overrides (cuda, cpu, ...) lazily, and on torch
+    # 2.11 only while its table is empty: registering gxu first would leave cuda
+    # without its overrides (`with pass:` in cuda wrappers). Load the stock ones first.
+    inductor_common.get_device_op_overrides("cpu")
+    inductor_common.register_device_op_overrides(DEVICE, GXUDeviceOpOverrides())
+    inductor_scheduler.Scheduler.create_backend = _create_backend
+    # get_gpu_type() names "the" GPU (cuda on the GPU machine) for passes such as
+    # move_constructors_to_gpu and asserts that only one GPU type is available. It is
+    # cached, so evaluating it before gxu joins GPU_TYPES keeps its stock answer.
+    inductor_utils.get_gpu_type()
+    if DEVICE not in inductor_utils.GPU_TYPES:
+        inductor_utils.GPU_TYPES.append(DEVICE)

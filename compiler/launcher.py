@@ -187,6 +187,8 @@ class GXUKernel:
         self.name = fn.__name__
         self.shape = kernel_shape(fn, self.name)
         self._plans: dict[tuple, LaunchPlan] = {}
+        self._numel_positions = [(name, position) for position, name
+                                 in enumerate(self.shape.runtime_args) if name in NUMEL_ARGS]
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
 
     # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
@@ -215,15 +217,17 @@ class GXUKernel:
             self.fn = getattr(module, self.name).fn
 
     # -- launching --------------------------------------------------------------------------
-    def plan(self, args: Sequence[Any]) -> LaunchPlan:
-        names = self.shape.runtime_args
-        numels = {n: int(a) for n, a in zip(names, args) if n in NUMEL_ARGS}
-        dtype = _dtype_of(args, names)
-        policy, spec = current_heuristics(), current_spec()
-        key = (tuple(sorted(numels.items())), dtype, id(policy), spec)
+    def _numels(self, args: Sequence[Any]) -> dict[str, int]:
+        return {name: int(args[position]) for name, position in self._numel_positions}
+
+    def plan(self, args: Sequence[Any], numels: dict[str, int], policy: Heuristics,
+             spec: HardwareSpec) -> LaunchPlan:
+        """The launch plan for these sizes, policy and spec (computed once, then cached)."""
+        dtype = _dtype_of(args, self.shape.runtime_args)
+        key = (tuple(numels.items()), dtype, policy, spec)
         plan = self._plans.get(key)
         if plan is None:
-            plan = autotune.lookup(self, args, numels, spec) or \
+            plan = autotune.lookup(self, args, numels, policy, spec) or \
                 plan_launch(self.shape, numels, dtype, policy, spec)
             self._plans[key] = plan
         return plan
@@ -231,20 +235,19 @@ class GXUKernel:
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
             raise TypeError(f"{self.name}: unexpected launch keywords {sorted(kwargs)}")
-        spec = current_spec()
-        plan = self.plan(args)
+        spec, policy = current_spec(), current_heuristics()
+        numels = self._numels(args)
+        plan = self.plan(args, numels, policy, spec)
         check_launch(spec, plan.grid, plan.num_warps, self.name)
         target = targets.current_target()
         findings, predicted_s = EXECUTORS[target](self, plan, args)
-        meta = {**plan.meta, **{n: int(a) for n, a in zip(self.shape.runtime_args, args)
-                                if n in NUMEL_ARGS}}
+        meta = {**plan.meta, **numels}
         if self.shape.static_rblock is not None:
             meta["R0_BLOCK"] = self.shape.static_rblock
         meta.update(tiles=plan.n_tiles, tiles_per_program=plan.tiles_per_program)
         launch_records.record(launch_records.Launch(
             kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=meta, target=target,
-            policy=current_heuristics().name, findings=findings,
-            predicted_s=predicted_s, rules=plan.rules))
+            policy=policy.name, findings=findings, predicted_s=predicted_s, rules=plan.rules))
 
 
 def _decorator(kind: str) -> Callable[..., Callable[[Any], GXUKernel]]:

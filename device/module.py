@@ -8,12 +8,12 @@ Internals used (checked on torch 2.11 and 2.13): `torch._C._get_privateuse1_back
 """
 from __future__ import annotations
 
-import threading
 import types
 
 import torch
 
 from gxusim import target
+from gxusim.once import once
 from gxusim.spec import HardwareSpec, current_spec
 
 from . import memory, ops
@@ -148,30 +148,22 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
-_lock = threading.Lock()
-_registered = False
-
-
+@once
 def register() -> None:
     """Register the gxu device once per process (idempotent, thread-safe)."""
-    global _registered
-    with _lock:
-        if _registered:
-            return
-        name = torch._C._get_privateuse1_backend_name()
-        if name not in ("privateuseone", DEVICE_NAME):
-            raise RuntimeError(
-                f"gxusim needs the PrivateUse1 backend to be named {DEVICE_NAME!r}, but it was "
-                f"already renamed to {name!r} in this process (torch allows one rename per "
-                f"process); import gxusim before the other backend, or in another process")
-        if name == "privateuseone":
-            torch.utils.rename_privateuse1_backend(DEVICE_NAME)
-        if not hasattr(torch.Tensor, "is_gxu"):
-            torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-        if not hasattr(torch, DEVICE_NAME):
-            torch._register_device_module(DEVICE_NAME, _build_module())
-        torch._C._acc.register_python_privateuseone_hook(_Hooks())
-        torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
-        ops.register()
-        memory.register_serialization()
-        _registered = True
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", DEVICE_NAME):
+        raise RuntimeError(
+            f"gxusim needs the PrivateUse1 backend to be named {DEVICE_NAME!r}, but it was "
+            f"already renamed to {name!r} in this process (torch allows one rename per "
+            f"process); import gxusim before the other backend, or in another process")
+    if name == "privateuseone":
+        torch.utils.rename_privateuse1_backend(DEVICE_NAME)
+    if not hasattr(torch.Tensor, "is_gxu"):
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    if not hasattr(torch, DEVICE_NAME):
+        torch._register_device_module(DEVICE_NAME, _build_module())
+    torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    ops.register()
+    memory.register_serialization()
