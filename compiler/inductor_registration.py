@@ -156,6 +156,13 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
                                                partition_signatures)
         return GXUWrapperCodegen()
 
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice("""
+            from gxusim.compiler.launcher import RecordedExternKernels
+            extern_kernels = RecordedExternKernels(extern_kernels)
+        """)
+
     def generate(self, is_inference: bool):
         result = super().generate(is_inference)
         code = result[0]

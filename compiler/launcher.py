@@ -250,6 +250,28 @@ class GXUKernel:
             policy=policy.name, findings=findings, predicted_s=predicted_s, rules=plan.rules))
 
 
+class RecordedExternKernels:
+    """Inductor's `extern_kernels` (mm, addmm, bmm, convolution, ...) as seen by gxu graphs:
+    each call runs eagerly on the backing device (cuBLAS on cuda, ATen on the emulator
+    target) and is recorded as a launch with policy "extern", so the launch records show
+    every piece of work a compiled graph did, not only the GXU kernels."""
+
+    def __init__(self, extern_kernels: Any) -> None:
+        self._extern_kernels = extern_kernels
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        function = getattr(self._extern_kernels, name)
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            launch_records.record(launch_records.Launch(
+                kernel=f"extern_kernels.{name}", grid=(1, 1, 1), num_warps=0,
+                meta={"extern": "eager on the backing device"}, target=targets.current_target(),
+                policy="extern"))
+            return result
+        return recorded
+
+
 def _decorator(kind: str) -> Callable[..., Callable[[Any], GXUKernel]]:
     def decorator(*args: Any, triton_meta: dict, inductor_meta: Optional[dict] = None,
                   filename: Optional[str] = None, **kwargs: Any) -> Callable[[Any], GXUKernel]:

@@ -51,9 +51,15 @@ def _max_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> flo
 
 def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
              train: bool = False, dynamic: bool | None = None) -> CaseResult:
-    """Compile `case` for gxu, run it once, and compare with eager on the backing device."""
+    """Compile `case` for gxu, run it once, and compare with eager on the backing device.
+
+    Training steps are compared with eager on the CPU: once PrivateUse1 is renamed (to gxu),
+    torch takes it as the process's accelerator and autograd on plain CUDA tensors fails
+    its stream assert (pytorch/pytorch#161129), so no CUDA reference backward can run here.
+    """
     model, inputs = case.build("gxu", scale, dtype)
-    reference_model, reference_inputs = case.build(str(backing_device()), scale, dtype)
+    reference_device = "cpu" if train else str(backing_device())
+    reference_model, reference_inputs = case.build(reference_device, scale, dtype)
     launch_records.clear_launches()
     compiled = torch.compile(model, dynamic=dynamic)
     start = time.perf_counter()

@@ -250,7 +250,8 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
         return _unsupported(report, str(e), mode)
     kir, emitter = compiled.kir, compiled.emitter
 
-    threads = max(1, min(numba.get_num_threads(), programs))
+    # Atomic adds from concurrent threads would lose updates: such launches run serially.
+    threads = 1 if kir.atomic else max(1, min(numba.get_num_threads(), programs))
     pdt = D.COMPUTE_NP[layout.program_dtype]
     tracking: dict = {}
     if checking:
@@ -295,7 +296,8 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
         stored = [n for n in kir.arg_names if n in kir.stored]
         findings += checks.conflicts_and_races(name, tracking, buffers, stored)
         findings += checks.uncovered(name, tracking, buffers, stored, compiler_generated,
-                                     [n for n in kir.arg_names if n in kir.pointers])
+                                     [n for n in kir.arg_names if n in kir.pointers],
+                                     frozenset(kir.atomic))
         imbalance = checks.load_imbalance(name, report.tiles_per_program)
         if imbalance is not None:
             findings.append(imbalance)

@@ -350,12 +350,16 @@ class Emitter:
         o, m, d1 = self.access_prologue(s.offset, s.mask, s.site, g, idx, d, counter[1])
         ob = self.fresh("ob")
         value = self.operand(s.value, s.elem, idx, g)
+        if s.atomic_add:
+            raw = f"b_{s.base}[{ob}]"
+            old = {"fp16": f"_h2f({raw})", "bf16": f"_bf2f({raw})"}.get(s.elem, raw)
+            value = D.normalize(f"{old} + {value}", s.elem)
         stored = {"fp16": f"_f2h({value})", "bf16": f"_f2bf({value})"}.get(s.elem, value)
         self.w(d1, f"{ob} = {o} + o_{s.base}")
         self.w(d1, f"if {ob} >= 0 and {ob} < n_{s.base}:")
         self.w(d1 + 1, f"b_{s.base}[{ob}] = {stored}")
         self.w(d1 + 1, f"{counter[0]} += 1")
-        if self.layout.checks:
+        if self.layout.checks and not s.atomic_add:  # atomics may share elements by design
             self.record(d1 + 1, f"w1_{s.base}", f"w2_{s.base}", ob)
         self.w(d1, "else:")
         self.oob_code(d1 + 1, s.site, o)

@@ -64,6 +64,7 @@ class Store:
     mask: Optional[Val]
     shape: tuple
     site: int
+    atomic_add: bool = False  # tl.atomic_add: read-modify-write, exempt from conflict checks
 
 
 @dataclasses.dataclass(eq=False)
@@ -124,7 +125,18 @@ class KernelIR:
     sites: list
     stored: set
     loaded: set
+    atomic: set  # bases written by tl.atomic_add (accumulated, so coverage is not required)
     sources: list  # source texts of the kernel and everything inlined (for cache keys)
+
+
+class _AtomicResult:
+    """What tl.atomic_add returns: the old values, which the emulator does not provide."""
+
+    def __init__(self, builder: Any) -> None:
+        self.builder = builder
+
+    def __repr__(self) -> str:
+        return "the result of tl.atomic_add (old values are not emulated)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +256,14 @@ _PY_CMP: dict[str, Callable] = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
 }
+# Triton library functions the emulator refuses where the kernel calls them (their
+# implementations would otherwise be inlined and fail deep inside Triton's own source).
+_UNSUPPORTED_TL = {
+    **dict.fromkeys(("cumsum", "cumprod", "associative_scan"), "scans"),
+    **dict.fromkeys(("sort", "topk", "flip", "histogram", "gather"), "sorts and permutations"),
+    **dict.fromkeys(("dot", "dot_scaled"), "matrix products"),
+    **dict.fromkeys(("rand", "randn", "randint", "randint4x"), "random numbers"),
+}
 _IGNORED_TL = {"static_assert", "device_assert", "static_print", "device_print", "debug_barrier",
                "assume"}
 _IDENTITY_TL = {"multiple_of", "max_contiguous", "max_constancy"}
@@ -335,6 +355,7 @@ class Builder:
         self.sites: list[Site] = []
         self.stored: set = set()
         self.loaded: set = set()
+        self.atomic: set = set()
         self.sources = [self.func.src]
         self.pids: dict = {}
         self.node: Optional[ast.AST] = None
@@ -365,7 +386,7 @@ class Builder:
         except _Ret:
             pass
         return KernelIR(self.func.name, self.stmts, params, pointers, scalars, self.sites,
-                        self.stored, self.loaded, self.sources)
+                        self.stored, self.loaded, self.atomic, self.sources)
 
     def here(self) -> str:
         return self.func.where(getattr(self.node, "lineno", 0))
@@ -913,6 +934,8 @@ class Builder:
         if category == "math" or (category == "tl" and name in MATH and not hasattr(self, f"tl_{name}")):
             return self.math_call(name, args)
         if category == "tl":
+            if name in _UNSUPPORTED_TL:
+                raise self.fail(f"tl.{name} ({_UNSUPPORTED_TL[name]} are not emulated)")
             if name in _IGNORED_TL:
                 return None
             if name in _IDENTITY_TL:
@@ -1121,7 +1144,8 @@ class Builder:
                              {"base": pointer.base, "site": site}, deps))
 
     def tl_store(self, pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (),
-                 cache_modifier: Any = "", eviction_policy: Any = "") -> None:
+                 cache_modifier: Any = "", eviction_policy: Any = "", atomic_add: bool = False
+                 ) -> None:
         if not isinstance(pointer, Ptr):
             raise self.fail("tl.store to something other than argument pointer + offsets")
         offset = self.as_val(pointer.offset)
@@ -1134,7 +1158,17 @@ class Builder:
             raise self.fail("stored value has a larger shape than the pointer block")
         site = self.add_site("store", pointer, shape)
         self.stored.add(pointer.base)
-        self.stmts.append(Store(pointer.base, pointer.elem, offset, value, mask_v, shape, site))
+        if atomic_add:
+            self.atomic.add(pointer.base)
+        self.stmts.append(Store(pointer.base, pointer.elem, offset, value, mask_v, shape, site,
+                                atomic_add))
+
+    def tl_atomic_add(self, pointer: Any, val: Any, mask: Any = None, sem: Any = None,
+                      scope: Any = None) -> "_AtomicResult":
+        """Accumulate into memory (Inductor's scatter-add, e.g. embedding backward). The
+        launch runs its programs one after another, so the adds are exact and ordered."""
+        self.tl_store(pointer, val, mask, atomic_add=True)
+        return _AtomicResult(self)
 
     def add_site(self, kind: str, pointer: Ptr, shape: tuple) -> int:
         self.sites.append(Site(kind, pointer.base, pointer.elem, shape, self.here()))
