@@ -8,7 +8,8 @@ Checked against torch 2.11.0 (GPU machine) and 2.13.0 (development machines).
 * Inductor: `register_backend_for_device("gxu", GXUScheduling, GXUWrapperCodegen)`,
   device-op overrides for the Python wrapper, "gxu" added to `GPU_TYPES` so Inductor
   treats it as a Triton GPU device (alignment, device guards, fusion rules), and
-  `Scheduler.create_backend` let through for gxu without a GPU (see `_create_backend`).
+  `Scheduler.create_backend` let through for gxu without a GPU (see `_create_backend`),
+  and split scans turned off for gxu (`_scan_num_splits`).
 
 Nothing here changes how cpu or cuda tensors compile: every hook is keyed by device.
 """
@@ -18,6 +19,7 @@ import types
 
 import torch
 from torch._dynamo import device_interface as dynamo_devices
+from torch._inductor import ir as inductor_ir
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
 from torch._inductor.codegen import common as inductor_common
@@ -210,6 +212,18 @@ def _create_backend(self: inductor_scheduler.Scheduler, device: torch.device):
     return GXUScheduling(self)
 
 
+_stock_scan_num_splits = inductor_ir.Scan.num_splits.__func__
+
+
+def _scan_num_splits(cls: type, *args: object, **kwargs: object) -> tuple:
+    # A split scan runs one row across several programs that wait on each other's partial
+    # sums (a workspace and spin-waits): it needs every program resident and cannot loop
+    # over tiles under a capped grid. gxu scans therefore stay whole: one row per tile.
+    hint, splits = _stock_scan_num_splits(cls, *args, **kwargs)
+    device = kwargs.get("device", args[0] if args else None)
+    return (hint, 1) if getattr(device, "type", None) == DEVICE else (hint, splits)
+
+
 @once
 def register() -> None:
     """Register gxu with Dynamo and Inductor once per process (idempotent, thread-safe)."""
@@ -222,6 +236,7 @@ def register() -> None:
     inductor_common.get_device_op_overrides("cpu")
     inductor_common.register_device_op_overrides(DEVICE, GXUDeviceOpOverrides())
     inductor_scheduler.Scheduler.create_backend = _create_backend
+    inductor_ir.Scan.num_splits = classmethod(_scan_num_splits)
     # get_gpu_type() names "the" GPU (cuda on the GPU machine) for passes such as
     # move_constructors_to_gpu and asserts that only one GPU type is available. It is
     # cached, so evaluating it before gxu joins GPU_TYPES keeps its stock answer.

@@ -40,6 +40,13 @@ class RowSum(nn.Module):
         return x.sum(dim=1)
 
 
+class CumulativeSum(nn.Module):
+    """A scan along long rows: Inductor would split it across programs on CUDA."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.cumsum(dim=-1)
+
+
 class MLP(nn.Module):
     def __init__(self, width: int = 64) -> None:
         super().__init__()
@@ -115,6 +122,7 @@ SUITE: tuple[Case, ...] = (
     Case("tanh_gelu", TanhGelu, _vector(1 << 16, 100_000_000)),
     Case("transpose", Transpose, _matrix((96, 160), (8192, 8192))),
     Case("row_sum", RowSum, _matrix((96, 3000), (16384, 8192))),
+    Case("cumsum", CumulativeSum, _matrix((8, 20000), (64, 100000))),
     Case("mlp", MLP, _matrix((32, 64), (4096, 64)), trainable=True),
     Case("transformer_block", TransformerBlock, _matrix((2, 16, 64), (32, 256, 64)), trainable=True),
     Case("embedding_classifier", EmbeddingClassifier, _tokens, trainable=True),

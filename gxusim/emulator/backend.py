@@ -365,6 +365,9 @@ class Emitter:
         self.oob_code(d1 + 1, s.site, o)
 
     def reduce_code(self, r: Reduce, d: int) -> None:
+        if r.scan:
+            self.scan_code(r, d)
+            return
         shape = r.inputs[0].shape
         kept = [k for k in range(len(shape)) if k not in r.axes]
         idx = [""] * len(shape)
@@ -399,6 +402,46 @@ class Emitter:
                 self.arrays[out.id] = out
                 flat = self.flat(tuple(shape[k] for k in kept), out_idx)
                 self.w(depth, f"a{out.id}[{flat}] = {self.name(a)}")
+
+    def scan_code(self, r: Reduce, d: int) -> None:
+        """Sequential prefix along the axis, once per position of the other axes."""
+        shape = r.inputs[0].shape
+        (axis,) = r.axes
+        idx = [""] * len(shape)
+        depth = d
+        for k in range(len(shape)):
+            if k != axis:
+                idx[k] = self.fresh("i")
+                self.w(depth, f"for {idx[k]} in range({shape[k]}):")
+                depth += 1
+        n = len(r.inputs)
+        acc, inc = r.params[:n], r.params[n:]
+        length = shape[axis]
+        t = self.fresh("t")
+
+        def position(step: str) -> str:
+            return f"({length - 1} - {step})" if r.reverse else step
+
+        def write_outputs(at: str, depth: int) -> None:
+            out_idx = list(idx)
+            out_idx[axis] = at
+            for a, out in zip(acc, r.outputs):
+                self.arrays[out.id] = out
+                self.w(depth, f"a{out.id}[{self.flat(shape, out_idx)}] = {self.name(a)}")
+
+        first = position("0")
+        idx[axis] = first
+        for a, v in zip(acc, r.inputs):
+            self.w(depth, f"{self.name(a)} = {self.read(v, list(idx), None)}")
+        write_outputs(first, depth)
+        self.w(depth, f"for {t} in range(1, {length}):")
+        idx[axis] = position(t)
+        for b, v in zip(inc, r.inputs):
+            self.w(depth + 1, f"{self.name(b)} = {self.read(v, list(idx), None)}")
+        self.units_code(r.body, depth + 1)
+        results = ", ".join(self.read(res, [], None) for res in r.results)
+        self.w(depth + 1, f"{', '.join(self.name(a) for a in acc)} = {results}")
+        write_outputs(position(t), depth + 1)
 
     def live_words(self) -> list[tuple[int, int]]:
         """(block elements, 32-bit words of the block values it touches) per fused loop."""

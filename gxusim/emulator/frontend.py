@@ -104,6 +104,8 @@ class Reduce:
     body: list  # combine statements on the params
     results: list  # combine results (shape ())
     outputs: list  # Val('red') per input
+    scan: bool = False  # associative scan: outputs keep the input's shape (one prefix each)
+    reverse: bool = False  # scan from the last element of the axis to the first
 
 
 @dataclasses.dataclass
@@ -256,10 +258,16 @@ _PY_CMP: dict[str, Callable] = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
 }
+def _sum_dtype(dtype: str) -> str:
+    """Triton's accumulation type for sums and products: small integers widen to 32 bits."""
+    if dtype == D.BOOL or dtype in D.SIGNED and D.bits(dtype) < 32:
+        return "int32"
+    return "uint32" if dtype in D.UNSIGNED and D.bits(dtype) < 32 else dtype
+
+
 # Triton library functions the emulator refuses where the kernel calls them (their
 # implementations would otherwise be inlined and fail deep inside Triton's own source).
 _UNSUPPORTED_TL = {
-    **dict.fromkeys(("cumsum", "cumprod", "associative_scan"), "scans"),
     **dict.fromkeys(("sort", "topk", "flip", "histogram", "gather"), "sorts and permutations"),
     **dict.fromkeys(("dot", "dot_scaled"), "matrix products"),
     **dict.fromkeys(("rand", "randn", "randint", "randint4x"), "random numbers"),
@@ -1175,19 +1183,25 @@ class Builder:
         return len(self.sites) - 1
 
     # ---------------------------------------------------------------- reductions
-    def reduce(self, inputs: list, axis: Any, combine: Callable[..., Any], keep_dims: bool = False
-               ) -> list:
-        """Generic tl.reduce: `combine(*accumulators, *incoming)` builds the combine body."""
+    def reduce(self, inputs: list, axis: Any, combine: Callable[..., Any], keep_dims: bool = False,
+               scan: bool = False, reverse: bool = False) -> list:
+        """Generic tl.reduce (or, with `scan`, tl.associative_scan):
+        `combine(*accumulators, *incoming)` builds the combine body."""
         vals = [self.as_val(v) for v in inputs]
         shape = broadcast_shapes(*(v.shape for v in vals))
         vals = [self.broadcast_to(v, shape) for v in vals]
         axis = _unwrap(axis)
         if axis is None:
+            if scan:
+                raise self.fail("tl.associative_scan needs an axis")
             axes = tuple(range(len(shape)))
         else:
             axes = (int(axis) % len(shape),)
-        out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape)) if _unwrap(keep_dims) \
-            else tuple(s for d, s in enumerate(shape) if d not in axes)
+        if scan:
+            out_shape = shape
+        else:
+            out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape)) \
+                if _unwrap(keep_dims) else tuple(s for d, s in enumerate(shape) if d not in axes)
         params = [Val("param", (), v.dtype) for v in vals] + [Val("param", (), v.dtype) for v in vals]
         body: list = []
         with _Into(self, body):
@@ -1201,8 +1215,30 @@ class Builder:
             raise self.fail("combine function produced a block (must be elementwise)")
         deps = frozenset().union(*(v.deps for v in vals))
         outputs = [Val("red", out_shape, v.dtype, deps=deps) for v in vals]
-        self.stmts.append(Reduce(vals, axes, params, body, results, outputs))
+        self.stmts.append(Reduce(vals, axes, params, body, results, outputs, scan,
+                                 bool(_unwrap(reverse))))
         return outputs
+
+    def tl_associative_scan(self, input: Any, axis: Any, combine_fn: Any, reverse: bool = False
+                            ) -> Any:
+        inputs = list(input) if isinstance(input, (tuple, list)) else [input]
+        fn = _unwrap(combine_fn)
+        if not isinstance(fn, JITFunction):
+            raise self.fail("tl.associative_scan combine_fn that is not a @triton.jit function")
+        out = self.reduce(inputs, axis, lambda *p: self.inline(fn, list(p), {}), scan=True,
+                          reverse=reverse)
+        return tuple(out) if isinstance(input, (tuple, list)) else out[0]
+
+    def tl_cumsum(self, x: Any, axis: Any = 0, reverse: bool = False, dtype: Any = None) -> Val:
+        x = self.as_val(x)
+        dt = _dt_name(dtype) if _unwrap(dtype) is not None else _sum_dtype(x.dtype)
+        return self.reduce([self.cast(x, dt)], axis, lambda a, b: self.binary("add", a, b),
+                           scan=True, reverse=reverse)[0]
+
+    def tl_cumprod(self, x: Any, axis: Any = 0, reverse: bool = False) -> Val:
+        x = self.as_val(x)
+        return self.reduce([self.cast(x, _sum_dtype(x.dtype))], axis,
+                           lambda a, b: self.binary("mul", a, b), scan=True, reverse=reverse)[0]
 
     def tl_reduce(self, input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False) -> Any:
         inputs = list(input) if isinstance(input, (tuple, list)) else [input]
@@ -1214,9 +1250,7 @@ class Builder:
 
     def tl_sum(self, x: Any, axis: Any = None, keep_dims: bool = False, dtype: Any = None) -> Val:
         x = self.as_val(x)
-        dt = _dt_name(dtype) if _unwrap(dtype) is not None else (
-            "int32" if x.dtype in D.SIGNED and D.bits(x.dtype) < 32 or x.dtype == D.BOOL else
-            "uint32" if x.dtype in D.UNSIGNED and D.bits(x.dtype) < 32 else x.dtype)
+        dt = _dt_name(dtype) if _unwrap(dtype) is not None else _sum_dtype(x.dtype)
         return self.reduce([self.cast(x, dt)], axis, lambda a, b: self.binary("add", a, b),
                            keep_dims)[0]
 
@@ -1274,7 +1308,17 @@ def _helper_reduce(fn: str) -> Callable:
 
 # Inductor triton_helpers with a direct implementation (faster to emulate than inlining
 # their tl.where formulations; same NaN-propagating semantics).
+def _select_one(b: "Builder", x: Any, mask: Any, dim: Any, keep_dims: Any = False) -> Val:
+    # Inductor's helper picks the one lane where `mask` holds (a looped scan's carry) with
+    # integer bitcasts; a masked sum selects the same value without them.
+    x = b.as_val(x)
+    zero = b.const(0, x.dtype)
+    return b.reduce([b.where(mask, x, zero)], dim, lambda p, q: b.binary("add", p, q),
+                    keep_dims)[0]
+
+
 _NATIVE_HELPERS: dict[str, Callable] = {
+    "select_one": _select_one,
     "promote_to_tensor": _promote_to_tensor,
     "maximum": _helper_minmax("_maxp"), "minimum": _helper_minmax("_minp"),
     "max2": _helper_reduce("_maxp"), "min2": _helper_reduce("_minp"),

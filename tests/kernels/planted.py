@@ -127,6 +127,6 @@ def uneven_chunks(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
 
 
 @triton.jit
-def uses_cumsum(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+def uses_sort(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-    tl.store(out_ptr0 + xindex, tl.cumsum(tl.load(in_ptr0 + xindex), 0))
+    tl.store(out_ptr0 + xindex, tl.sort(tl.load(in_ptr0 + xindex), 0))

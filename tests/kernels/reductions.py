@@ -116,3 +116,32 @@ def layernorm_welford(in_out_ptr0, in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, 
         tmp18 = tmp15 * tmp17
         tmp20 = tmp18 + tmp19
         tl.store(out_ptr0 + (r0_1 + r0_numel * x0), tmp20, r0_mask & xmask)
+
+
+@triton.jit
+def row_cumsum(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    """A prefix sum per row (rows of at most RBLOCK elements), grid-stride over row tiles."""
+    for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+        rows = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+        cols = tl.arange(0, RBLOCK)[None, :]
+        mask = (rows < xnumel) & (cols < rnumel)
+        x = tl.load(in_ptr0 + rows * rnumel + cols, mask, other=0.0)
+        tl.store(out_ptr0 + rows * rnumel + cols, tl.cumsum(x, 1), mask)
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def row_reverse_cumprod(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
+                        RBLOCK: tl.constexpr):
+    """Suffix products through tl.associative_scan with a user combine function."""
+    for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+        rows = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+        cols = tl.arange(0, RBLOCK)[None, :]
+        mask = (rows < xnumel) & (cols < rnumel)
+        x = tl.load(in_ptr0 + rows * rnumel + cols, mask, other=1.0)
+        tl.store(out_ptr0 + rows * rnumel + cols, tl.associative_scan(x, 1, _mul, reverse=True),
+                 mask)
