@@ -12,7 +12,9 @@ so `@triton_heuristics.pointwise(...)` and friends wrap each `@triton.jit` kerne
 3. executes on the target: Triton for the real GPU (`cuda`), or the numba emulator
    (`emulator`; Triton's interpreter with `GXUSIM_EMULATOR=interpreter` and
    `TRITON_INTERPRET=1`);
-4. records a `gxusim.launch.Launch`.
+4. records a `gxusim.launch.Launch`, with the performance model's predicted time (from the
+   emulator's traffic count, or from the argument sizes on the GPU) and, with
+   `GXUSIM_TIMING=1` on the GPU, the measured kernel time.
 
 Grids are always 1D: the kernels flatten their tile space and loop over it, so the
 number of programs is a free choice between 1 and the tile count.
@@ -31,6 +33,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from gxusim import launch as launch_records
+from gxusim import perf_model
 from gxusim import target as targets
 from gxusim.findings import Finding, check_launch
 from gxusim.spec import HardwareSpec, current_spec
@@ -139,13 +142,45 @@ def _backing_args(args: Sequence[Any]) -> list[Any]:
     return [backing_alias(a) if _is_gxu(a) else a for a in args]
 
 
-def run_triton(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> tuple[list[Finding], Optional[float]]:
-    """Compile with Triton and launch on the current CUDA stream (or Triton's interpreter)."""
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What an executor reports about one launch."""
+    findings: list[Finding]
+    predicted_s: Optional[float]
+    measured_s: Optional[float] = None
+
+
+def _predicted_from_sizes(plan: LaunchPlan, args: Sequence[Any]) -> float:
+    """The performance model's time when only the arguments' sizes are known (no emulation):
+    every tensor argument read or written once."""
+    spec = current_spec()
+    traffic = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    return perf_model.predict_seconds(perf_model.LaunchProfile(
+        traffic, plan.programs, plan.tiles_per_program,
+        perf_model.blocks_per_sm(spec, plan.num_warps)), spec)
+
+
+def _timing_enabled() -> bool:
+    return os.environ.get("GXUSIM_TIMING", "0") == "1"
+
+
+def run_triton(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> Outcome:
+    """Compile with Triton and launch on the current CUDA stream (or Triton's interpreter).
+    With GXUSIM_TIMING=1 on the GPU, CUDA events time the kernel (this synchronises)."""
+    timed = _timing_enabled() and targets.current_target() == "cuda"
+    if timed:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
     kernel.fn[plan.grid](*_backing_args(args), **plan.meta, num_warps=plan.num_warps)
-    return [], None
+    measured = None
+    if timed:
+        end.record()
+        end.synchronize()
+        measured = start.elapsed_time(end) / 1e3
+    return Outcome([], _predicted_from_sizes(plan, args), measured)
 
 
-def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> tuple[list[Finding], Optional[float]]:
+def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> Outcome:
     """Run on the numba emulator; error findings raise there (GXUSIM_CHECKS decides)."""
     if os.environ.get("GXUSIM_EMULATOR", "numba") == "interpreter":
         if os.environ.get("TRITON_INTERPRET") != "1":
@@ -156,10 +191,10 @@ def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> 
     report = emulator.run_launch(kernel.fn, plan.grid, _backing_args(args), plan.num_warps,
                                  plan.meta, compiler_generated=True,
                                  arg_names=list(kernel.shape.runtime_args), spec=current_spec())
-    return list(report.findings), report.predicted_s
+    return Outcome(list(report.findings), report.predicted_s)
 
 
-EXECUTORS: dict[str, Callable[["GXUKernel", LaunchPlan, Sequence[Any]], tuple]] = {
+EXECUTORS: dict[str, Callable[["GXUKernel", LaunchPlan, Sequence[Any]], Outcome]] = {
     "cuda": run_triton,
     "emulator": run_emulator,
 }
@@ -240,14 +275,15 @@ class GXUKernel:
         plan = self.plan(args, numels, policy, spec)
         check_launch(spec, plan.grid, plan.num_warps, self.name)
         target = targets.current_target()
-        findings, predicted_s = EXECUTORS[target](self, plan, args)
+        outcome = EXECUTORS[target](self, plan, args)
         meta = {**plan.meta, **numels}
         if self.shape.static_rblock is not None:
             meta["R0_BLOCK"] = self.shape.static_rblock
         meta.update(tiles=plan.n_tiles, tiles_per_program=plan.tiles_per_program)
         launch_records.record(launch_records.Launch(
             kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=meta, target=target,
-            policy=policy.name, findings=findings, predicted_s=predicted_s, rules=plan.rules))
+            policy=policy.name, findings=outcome.findings, predicted_s=outcome.predicted_s,
+            measured_s=outcome.measured_s, rules=plan.rules))
 
 
 class RecordedExternKernels:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 
@@ -53,12 +54,73 @@ def _emulate(args: argparse.Namespace) -> int:
     return emulator.cli_main(args.rest)
 
 
-def _not_yet(name: str):
-    def run(args: argparse.Namespace) -> int:
-        print(f"gxusim {name}: not implemented yet (needs the calibrated performance model)",
+def _sweep(args: argparse.Namespace) -> int:
+    import gxusim
+    from gxusim import sweep
+    unknown = sorted(set(args.models) - set(_model_names()))
+    if unknown:
+        print(f"gxusim sweep: unknown model(s) {unknown}; choose from {_model_names()}",
               file=sys.stderr)
         return 2
-    return run
+    if args.target:
+        gxusim.set_target(args.target)
+    if args.spec:
+        gxusim.use_spec(args.spec)
+    rows = sweep.sweep(args.models, args.policies, train=args.train, scale=args.scale)
+    return _show(rows, args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gxusim import sweep
+    return _show(sweep.load(Path(args.results)), args)
+
+
+def _show(rows: list, args: argparse.Namespace) -> int:
+    from gxusim import sweep
+    print(sweep.table(rows))
+    check = sweep.measured_vs_predicted(rows)
+    if check:
+        print("\n" + check)
+    if getattr(args, "json", None):
+        sweep.save(rows, Path(args.json))
+        print(f"\nrows written to {args.json}")
+    if args.plot:
+        sweep.plot(rows, Path(args.plot))
+        print(f"plot written to {args.plot}")
+    return 0 if all(r["matches_eager"] and r["within_spec"] for r in rows) else 1
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import torch
+
+    from gxusim import calibrate
+    from gxusim.report import _table
+    from gxusim.spec import load_spec
+    spec = load_spec(args.spec)
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r  measured {done}/{total} configurations", end="", file=sys.stderr, flush=True)
+
+    fit, rows = calibrate.calibrate(spec, progress)
+    print(file=sys.stderr)
+    print(_table(("numel", "XBLOCK", "warps", "programs", "measured us", "predicted us"),
+                 [(r["numel"], r["XBLOCK"], r["num_warps"], r["programs"],
+                   f"{r['measured_us']:.1f}", f"{r['predicted_us']:.1f}") for r in rows]))
+    fitted = fit.spec
+    print(f"\nfitted on {torch.cuda.get_device_name()}: mem_bandwidth "
+          f"{fitted.mem_bandwidth / 1e12:.2f} TB/s, memory_latency_s {fitted.memory_latency_s:.3g}, "
+          f"launch_overhead_s {fitted.launch_overhead_s:.3g}; error median {fit.median_error:.1%}, "
+          f"max {fit.max_error:.1%} over {len(rows)} launches")
+    if args.out:
+        calibrate.write_spec_toml(fitted, args.spec, Path(args.out),
+                                  f"calibrated on {torch.cuda.get_device_name()} by gxusim calibrate")
+        print(f"spec written to {args.out} (use it with --spec, GXUSIM_SPEC or load_spec)")
+    return 0
+
+
+def _model_names() -> list[str]:
+    from gxusim.models import CASES
+    return sorted(CASES)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -82,10 +144,29 @@ def parser() -> argparse.ArgumentParser:
                                   add_help=False)
     emulate.add_argument("rest", nargs=argparse.REMAINDER)
     emulate.set_defaults(run=_emulate)
-    for name, help_text in (("sweep", "compare heuristic policies across models"),
-                            ("report", "tables and plots of a sweep"),
-                            ("calibrate", "fit the performance model on a GPU")):
-        commands.add_parser(name, help=help_text).set_defaults(run=_not_yet(name))
+    sweep = commands.add_parser("sweep", help="compare launch policies across the model suite "
+                                              "with the performance model")
+    sweep.add_argument("models", nargs="*", default=["add_relu", "tanh_gelu", "transpose",
+                                                     "row_sum", "cumsum", "mlp"],
+                       metavar="MODEL", help=f"from {sorted(CASES)}")
+    sweep.add_argument("--policies", nargs="+", default=["seed", "gxu"],
+                       choices=("seed", "gxu", "autotune"))
+    sweep.add_argument("--spec", help="preset name or TOML file (e.g. from gxusim calibrate)")
+    sweep.add_argument("--target", choices=("auto", "cuda", "emulator"))
+    sweep.add_argument("--train", action="store_true", help="a training step, not forward")
+    sweep.add_argument("--scale", default="cpu", choices=("cpu", "gpu"),
+                       help="model sizes: small (cpu) or the seed's (gpu: 100M-element vectors)")
+    sweep.add_argument("--json", help="save the rows (for gxusim report)")
+    sweep.add_argument("--plot", help="save a bar chart (PNG; needs matplotlib)")
+    sweep.set_defaults(run=_sweep)
+    report = commands.add_parser("report", help="tables and plots of a saved sweep")
+    report.add_argument("results", help="JSON written by gxusim sweep --json")
+    report.add_argument("--plot", help="save a bar chart (PNG; needs matplotlib)")
+    report.set_defaults(run=_report)
+    calibrate = commands.add_parser("calibrate", help="fit the performance model on this GPU")
+    calibrate.add_argument("--spec", default="h200", help="spec whose model parameters to fit")
+    calibrate.add_argument("--out", help="write the fitted spec as a TOML file")
+    calibrate.set_defaults(run=_calibrate)
     return root
 
 

@@ -461,8 +461,13 @@ class Emitter:
         return out
 
     def smem_bytes(self, num_warps: int) -> int:
-        """Cross-warp reduction scratch: one 32-bit word per output element per warp."""
-        return max((math.prod(o.shape) * num_warps * 4 for r in walk(self.units)
+        """Cross-warp scratch: one 32-bit word per warp for each reduced row (a reduction's
+        output element, or a scan's row: a scan exchanges one partial per warp and row)."""
+        def rows(r: Reduce, output: Val) -> int:
+            shape = r.inputs[0].shape
+            return math.prod(s for d, s in enumerate(shape) if d not in r.axes) if r.scan \
+                else math.prod(output.shape)
+        return max((rows(r, o) * num_warps * 4 for r in walk(self.units)
                     if isinstance(r, Reduce) for o in r.outputs), default=0)
 
     # ---------------------------------------------------------------- module

@@ -22,9 +22,8 @@ from the kernel's peak live block values (elements per thread x 32-bit words liv
 once + 16 for addresses and scalars, clamped to max_regs_per_thread) unless a compiled
 kernel's `n_regs` is given. Waves = ceil(programs / (blocks_per_sm x sm_count)).
 
-Time. `predict_seconds` is the seam for a calibrated model; today it is a roofline:
-launch overhead + sector bytes / (mem_bandwidth x fraction of the machine's warp slots
-the launch keeps busy).
+Time. `predict_seconds` hands the sector traffic, grid, tiles per program and occupancy
+to gxusim's performance model (gxusim/perf_model.py).
 """
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import perf_model
 from ..spec import HardwareSpec
 
 REGISTER_OVERHEAD = 16
@@ -138,11 +138,9 @@ def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread
                      waves, idle_lane_fraction(block_shape, num_warps, spec.warp_size))
 
 
-def predict_seconds(traffic_bytes: float, programs: int, num_warps: int, occ: Occupancy,
-                    spec: HardwareSpec) -> float:
-    """Roofline placeholder: the one function a calibrated performance model replaces."""
-    if occ.blocks_per_sm == 0:
-        return math.inf
-    resident = min(programs, occ.blocks_per_sm * spec.sm_count)
-    busy = min(1.0, resident * num_warps / (spec.sm_count * spec.max_warps_per_sm))
-    return spec.launch_overhead_s + traffic_bytes / (spec.mem_bandwidth * max(busy, 1e-9))
+def predict_seconds(traffic_bytes: float, programs: int, tiles_per_program: int,
+                    occ: Occupancy, spec: HardwareSpec) -> float:
+    """The emulated launch's time under gxusim's performance model (gxusim/perf_model.py)."""
+    return perf_model.predict_seconds(
+        perf_model.LaunchProfile(traffic_bytes, programs, tiles_per_program, occ.blocks_per_sm),
+        spec)

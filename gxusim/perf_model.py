@@ -1,0 +1,93 @@
+"""Performance model: predicted kernel time from the hardware spec, calibrated on a real GPU.
+
+    time = launch_overhead_s + bytes / mem_bandwidth + serial_tiles * memory_latency_s
+
+`serial_tiles` is the number of tile iterations one program slot runs in sequence:
+waves x tiles_per_program, with waves = ceil(programs / resident programs) and resident
+programs = sm_count x blocks per SM. Why this shape: a program's loop iteration issues
+its loads and then waits about one memory round trip before it can store and move on (a
+plain loop over tiles is not software-pipelined), while the whole launch is bounded by
+DRAM bandwidth. Under a 32-program cap the latency term dominates, which is why bigger
+tiles (fewer iterations) win; with one tile per program the bandwidth term does.
+
+All three parameters are spec fields, so the same model predicts a GPU (calibrated: `fit`
+on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .spec import HardwareSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchProfile:
+    """What the model needs to know about one launch."""
+    bytes_moved: float  # DRAM traffic (the emulator counts 32-byte sectors; else tensor sizes)
+    programs: int
+    tiles_per_program: int
+    blocks_per_sm: int  # resident programs per SM (occupancy)
+
+
+def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
+    resident = max(1, min(profile.programs, profile.blocks_per_sm * spec.sm_count))
+    return math.ceil(profile.programs / resident) * max(1, profile.tiles_per_program)
+
+
+def predict_seconds(profile: LaunchProfile, spec: HardwareSpec) -> float:
+    if profile.blocks_per_sm <= 0:
+        return math.inf  # the program cannot be resident at all
+    return (spec.launch_overhead_s + profile.bytes_moved / spec.mem_bandwidth
+            + serial_tiles(profile, spec) * spec.memory_latency_s)
+
+
+def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
+    """Resident programs per SM when warps, not registers or shared memory, limit them."""
+    return min(spec.max_blocks_per_sm, spec.max_warps_per_sm // max(1, num_warps))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    spec: HardwareSpec  # the input spec with the three fitted parameters
+    median_error: float  # |predicted - measured| / measured over the samples
+    max_error: float
+
+
+def _columns(profiles: Sequence[LaunchProfile], spec: HardwareSpec) -> np.ndarray:
+    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec)] for p in profiles])
+
+
+def fit(spec: HardwareSpec, profiles: Sequence[LaunchProfile], measured_s: Sequence[float]) -> Fit:
+    """Least-squares launch overhead, 1/bandwidth and memory latency (all non-negative),
+    weighted by 1/measured so short and long launches count alike."""
+    if len(profiles) < 3 or len(profiles) != len(measured_s):
+        raise ValueError("fit needs at least 3 (profile, measured time) pairs, one time each")
+    columns = _columns(profiles, spec)
+    times = np.asarray(measured_s, dtype=float)
+    weights = 1.0 / times
+    best = None
+    # Non-negative least squares over three unknowns: the best of the 7 column subsets
+    # whose unconstrained solution is non-negative.
+    for size in (3, 2, 1):
+        for subset in itertools.combinations(range(3), size):
+            a = columns[:, subset] * weights[:, None]
+            solution, *_ = np.linalg.lstsq(a, times * weights, rcond=None)
+            if (solution < 0).any():
+                continue
+            coefficients = np.zeros(3)
+            coefficients[list(subset)] = solution
+            residual = float(np.sum(((columns @ coefficients - times) * weights) ** 2))
+            if best is None or residual < best[0]:
+                best = (residual, coefficients)
+    overhead, inverse_bandwidth, latency = best[1]
+    fitted = spec.replace(launch_overhead_s=float(overhead),
+                          mem_bandwidth=float(1.0 / inverse_bandwidth) if inverse_bandwidth > 0
+                          else spec.mem_bandwidth,
+                          memory_latency_s=float(latency))
+    errors = np.abs(np.array([predict_seconds(p, fitted) for p in profiles]) - times) / times
+    return Fit(fitted, float(np.median(errors)), float(errors.max()))
