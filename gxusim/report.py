@@ -50,8 +50,11 @@ def _max_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> flo
 
 
 def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
-             train: bool = False, dynamic: bool | None = None) -> CaseResult:
+             train: bool = False, dynamic: bool | None = None, warm_runs: int = 0) -> CaseResult:
     """Compile `case` for gxu, run it once, and compare with eager on the backing device.
+
+    With `warm_runs`, the compiled model runs that many more times and the result keeps the
+    launches of the last call: warm kernels, for timing (GXUSIM_TIMING=1).
 
     Training steps are compared with eager on the CPU: once PrivateUse1 is renamed (to gxu),
     torch takes it as the process's accelerator and autograd on plain CUDA tensors fails
@@ -66,6 +69,9 @@ def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
     got = _flat_outputs(model, compiled(*inputs), train)
     torch.gxu.synchronize()
     compile_s = time.perf_counter() - start
+    for _ in range(warm_runs):  # launches of the last warm call replace the first call's
+        launch_records.clear_launches()
+        _flat_outputs(model, compiled(*inputs), train)
     want = _flat_outputs(reference_model, reference_model(*reference_inputs), train)
     error = _max_error(got, want) if len(got) == len(want) else math.inf
     spec = current_spec()

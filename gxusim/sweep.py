@@ -40,7 +40,8 @@ def sweep(models: Sequence[str], policies: Sequence[str], train: bool = False,
         with torch._inductor.config.patch(force_disable_caches=True):
             for model, policy in _progress(runs, "sweep"):
                 use_heuristics(policy)
-                result = run_case(CASES[model], scale, torch.float32, train=train)
+                # One warm call after the first: its kernels are timed without compilation.
+                result = run_case(CASES[model], scale, torch.float32, train=train, warm_runs=1)
                 kernels = [launch for launch in result.launches if launch.policy != "extern"]
                 measured = [launch.measured_s for launch in kernels]
                 rows.append({

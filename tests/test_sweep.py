@@ -18,7 +18,8 @@ def test_sweep_compiles_every_model_under_every_policy(rows):
         ("add_relu", "seed"), ("add_relu", "gxu"), ("row_sum", "seed"), ("row_sum", "gxu")]
     for row in rows:
         assert row["matches_eager"] and row["within_spec"]
-        assert 0 < row["predicted_s"] < math.inf and row["kernels"] >= 1
+        assert 0 < row["predicted_s"] < math.inf
+        assert row["kernels"] == 1  # the launches of one (warm) call, not of every call
         assert row["max_grid"] <= 32 and row["max_warps"] <= 16
 
 
