@@ -144,20 +144,11 @@ def _backing_args(args: Sequence[Any]) -> list[Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What an executor reports about one launch."""
+    """What an executor learned about one launch (None: it could not tell)."""
     findings: list[Finding]
-    predicted_s: Optional[float]
-    measured_s: Optional[float] = None
-
-
-def _predicted_from_sizes(plan: LaunchPlan, args: Sequence[Any]) -> float:
-    """The performance model's time when only the arguments' sizes are known (no emulation):
-    every tensor argument read or written once."""
-    spec = current_spec()
-    traffic = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-    return perf_model.predict_seconds(perf_model.LaunchProfile(
-        traffic, plan.programs, plan.tiles_per_program,
-        perf_model.blocks_per_sm(spec, plan.num_warps)), spec)
+    traffic_bytes: Optional[float] = None  # the emulator's DRAM sector count
+    blocks_per_sm: Optional[int] = None  # the emulator's occupancy (registers, smem included)
+    measured_s: Optional[float] = None  # CUDA events, with GXUSIM_TIMING=1
 
 
 def _timing_enabled() -> bool:
@@ -177,7 +168,7 @@ def run_triton(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> Ou
         end.record()
         end.synchronize()
         measured = start.elapsed_time(end) / 1e3
-    return Outcome([], _predicted_from_sizes(plan, args), measured)
+    return Outcome([], measured_s=measured)
 
 
 def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> Outcome:
@@ -191,7 +182,7 @@ def run_emulator(kernel: "GXUKernel", plan: LaunchPlan, args: Sequence[Any]) -> 
     report = emulator.run_launch(kernel.fn, plan.grid, _backing_args(args), plan.num_warps,
                                  plan.meta, compiler_generated=True,
                                  arg_names=list(kernel.shape.runtime_args), spec=current_spec())
-    return Outcome(list(report.findings), report.predicted_s)
+    return Outcome(list(report.findings), report.traffic_bytes, report.occupancy.blocks_per_sm)
 
 
 EXECUTORS: dict[str, Callable[["GXUKernel", LaunchPlan, Sequence[Any]], Outcome]] = {
@@ -267,6 +258,25 @@ class GXUKernel:
             self._plans[key] = plan
         return plan
 
+    def profile(self, plan: LaunchPlan, numels: dict[str, int], args: Sequence[Any],
+                outcome: Outcome) -> perf_model.LaunchProfile:
+        """The launch as the performance model sees it. Without the emulator's counts, every
+        tensor argument is taken to be read or written once, and warps limit residency."""
+        spec = current_spec()
+        traffic = outcome.traffic_bytes if outcome.traffic_bytes is not None else sum(
+            a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        blocks = outcome.blocks_per_sm if outcome.blocks_per_sm is not None else \
+            perf_model.blocks_per_sm(spec, plan.num_warps)
+        tile_elements = math.prod(plan.meta.values())
+        inner = 1
+        if self.shape.static_rblock is not None:
+            tile_elements *= self.shape.static_rblock  # persistent: the whole row at once
+        elif "R0_BLOCK" in plan.meta:
+            inner = cdiv(numels["r0_numel"], plan.meta["R0_BLOCK"])  # looped: chunk by chunk
+            tile_elements *= inner
+        return perf_model.LaunchProfile(traffic, plan.programs, plan.tiles_per_program, blocks,
+                                        tile_elements / (plan.num_warps * spec.warp_size), inner)
+
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
             raise TypeError(f"{self.name}: unexpected launch keywords {sorted(kwargs)}")
@@ -276,13 +286,14 @@ class GXUKernel:
         check_launch(spec, plan.grid, plan.num_warps, self.name)
         target = targets.current_target()
         outcome = EXECUTORS[target](self, plan, args)
+        predicted = perf_model.predict_seconds(self.profile(plan, numels, args, outcome), spec)
         meta = {**plan.meta, **numels}
         if self.shape.static_rblock is not None:
             meta["R0_BLOCK"] = self.shape.static_rblock
         meta.update(tiles=plan.n_tiles, tiles_per_program=plan.tiles_per_program)
         launch_records.record(launch_records.Launch(
             kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=meta, target=target,
-            policy=policy.name, findings=outcome.findings, predicted_s=outcome.predicted_s,
+            policy=policy.name, findings=outcome.findings, predicted_s=predicted,
             measured_s=outcome.measured_s, rules=plan.rules))
 
 

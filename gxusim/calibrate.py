@@ -54,7 +54,8 @@ def measure(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] =
                                                       num_warps=warps),
                 warmup=5, rep=25) / 1e3
             profile = perf_model.LaunchProfile(12.0 * numel, programs, triton.cdiv(tiles, programs),
-                                               perf_model.blocks_per_sm(spec, warps))
+                                               perf_model.blocks_per_sm(spec, warps),
+                                               xblock / (warps * spec.warp_size))
             config = {"numel": numel, "XBLOCK": xblock, "num_warps": warps, "programs": programs}
             samples.append((config, profile, seconds))
         if progress is not None:
@@ -79,5 +80,6 @@ def write_spec_toml(spec: HardwareSpec, base: str, path: Path, note: str) -> Non
     lines = [f"# {note}", "[spec]", f'base = "{base}"', f'name = "{spec.name}-calibrated"',
              f"mem_bandwidth = {spec.mem_bandwidth:.6g}",
              f"memory_latency_s = {spec.memory_latency_s:.6g}",
-             f"launch_overhead_s = {spec.launch_overhead_s:.6g}"]
+             f"launch_overhead_s = {spec.launch_overhead_s:.6g}",
+             f"element_issue_s = {spec.element_issue_s:.6g}"]
     path.write_text("\n".join(lines) + "\n")

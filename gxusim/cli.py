@@ -109,7 +109,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     fitted = fit.spec
     print(f"\nfitted on {torch.cuda.get_device_name()}: mem_bandwidth "
           f"{fitted.mem_bandwidth / 1e12:.2f} TB/s, memory_latency_s {fitted.memory_latency_s:.3g}, "
-          f"launch_overhead_s {fitted.launch_overhead_s:.3g}; error median {fit.median_error:.1%}, "
+          f"element_issue_s {fitted.element_issue_s:.3g}, launch_overhead_s "
+          f"{fitted.launch_overhead_s:.3g}; error median {fit.median_error:.1%}, "
           f"max {fit.max_error:.1%} over {len(rows)} launches")
     if args.out:
         calibrate.write_spec_toml(fitted, args.spec, Path(args.out),

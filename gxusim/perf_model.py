@@ -1,16 +1,20 @@
 """Performance model: predicted kernel time from the hardware spec, calibrated on a real GPU.
 
-    time = launch_overhead_s + bytes / mem_bandwidth + serial_tiles * memory_latency_s
+    time = launch_overhead_s + bytes / mem_bandwidth
+           + serial_tiles * (inner_iterations * memory_latency_s
+                             + elements_per_thread * element_issue_s)
 
 `serial_tiles` is the number of tile iterations one program slot runs in sequence:
 waves x tiles_per_program, with waves = ceil(programs / resident programs) and resident
 programs = sm_count x blocks per SM. Why this shape: a program's loop iteration issues
 its loads and then waits about one memory round trip before it can store and move on (a
-plain loop over tiles is not software-pipelined), while the whole launch is bounded by
-DRAM bandwidth. Under a 32-program cap the latency term dominates, which is why bigger
-tiles (fewer iterations) win; with one tile per program the bandwidth term does.
+plain loop over tiles is not software-pipelined; a looped reduction pays one per inner
+chunk), each thread works through its share of the tile's elements one after another,
+and the whole launch is bounded by DRAM bandwidth. Under a 32-program cap the per-tile
+terms dominate, which is why bigger tiles spread over more warps win; with one tile per
+program the bandwidth term does.
 
-All three parameters are spec fields, so the same model predicts a GPU (calibrated: `fit`
+All four parameters are spec fields, so the same model predicts a GPU (calibrated: `fit`
 on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers).
 """
 from __future__ import annotations
@@ -32,6 +36,8 @@ class LaunchProfile:
     programs: int
     tiles_per_program: int
     blocks_per_sm: int  # resident programs per SM (occupancy)
+    elements_per_thread: float = 0.0  # a tile's elements / the program's threads
+    inner_iterations: int = 1  # memory round trips per tile (a looped reduction's chunks)
 
 
 def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
@@ -42,8 +48,10 @@ def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
 def predict_seconds(profile: LaunchProfile, spec: HardwareSpec) -> float:
     if profile.blocks_per_sm <= 0:
         return math.inf  # the program cannot be resident at all
+    per_tile = (profile.inner_iterations * spec.memory_latency_s
+                + profile.elements_per_thread * spec.element_issue_s)
     return (spec.launch_overhead_s + profile.bytes_moved / spec.mem_bandwidth
-            + serial_tiles(profile, spec) * spec.memory_latency_s)
+            + serial_tiles(profile, spec) * per_tile)
 
 
 def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
@@ -59,35 +67,36 @@ class Fit:
 
 
 def _columns(profiles: Sequence[LaunchProfile], spec: HardwareSpec) -> np.ndarray:
-    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec)] for p in profiles])
+    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec) * p.inner_iterations,
+                      serial_tiles(p, spec) * p.elements_per_thread] for p in profiles])
 
 
 def fit(spec: HardwareSpec, profiles: Sequence[LaunchProfile], measured_s: Sequence[float]) -> Fit:
-    """Least-squares launch overhead, 1/bandwidth and memory latency (all non-negative),
-    weighted by 1/measured so short and long launches count alike."""
-    if len(profiles) < 3 or len(profiles) != len(measured_s):
-        raise ValueError("fit needs at least 3 (profile, measured time) pairs, one time each")
+    """Least-squares launch overhead, 1/bandwidth, memory latency and element issue time
+    (all non-negative), weighted by 1/measured so short and long launches count alike."""
+    if len(profiles) < 4 or len(profiles) != len(measured_s):
+        raise ValueError("fit needs at least 4 (profile, measured time) pairs, one time each")
     columns = _columns(profiles, spec)
     times = np.asarray(measured_s, dtype=float)
     weights = 1.0 / times
     best = None
-    # Non-negative least squares over three unknowns: the best of the 7 column subsets
+    # Non-negative least squares over four unknowns: the best of the 15 column subsets
     # whose unconstrained solution is non-negative.
-    for size in (3, 2, 1):
-        for subset in itertools.combinations(range(3), size):
+    for size in (4, 3, 2, 1):
+        for subset in itertools.combinations(range(4), size):
             a = columns[:, subset] * weights[:, None]
             solution, *_ = np.linalg.lstsq(a, times * weights, rcond=None)
             if (solution < 0).any():
                 continue
-            coefficients = np.zeros(3)
+            coefficients = np.zeros(4)
             coefficients[list(subset)] = solution
             residual = float(np.sum(((columns @ coefficients - times) * weights) ** 2))
             if best is None or residual < best[0]:
                 best = (residual, coefficients)
-    overhead, inverse_bandwidth, latency = best[1]
+    overhead, inverse_bandwidth, latency, issue = best[1]
     fitted = spec.replace(launch_overhead_s=float(overhead),
                           mem_bandwidth=float(1.0 / inverse_bandwidth) if inverse_bandwidth > 0
                           else spec.mem_bandwidth,
-                          memory_latency_s=float(latency))
+                          memory_latency_s=float(latency), element_issue_s=float(issue))
     errors = np.abs(np.array([predict_seconds(p, fitted) for p in profiles]) - times) / times
     return Fit(fitted, float(np.median(errors)), float(errors.max()))

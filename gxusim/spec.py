@@ -37,6 +37,7 @@ class HardwareSpec:
     clock_hz: float
     launch_overhead_s: float
     memory_latency_s: float = 6e-7  # a tile iteration's DRAM round trip (perf_model.py)
+    element_issue_s: float = 1.5e-8  # a thread's time per element of its tile share
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
     description: str = ""
@@ -76,7 +77,7 @@ def _check_types(spec: HardwareSpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
-    for field in _POSITIVE_FLOATS + ("launch_overhead_s", "memory_latency_s"):
+    for field in _POSITIVE_FLOATS + ("launch_overhead_s", "memory_latency_s", "element_issue_s"):
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             _fail(spec, field, "must be a number")
@@ -86,7 +87,7 @@ def _check_positive(spec: HardwareSpec) -> None:
     for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
         if getattr(spec, field) <= 0:
             _fail(spec, field, "must be positive")
-    for field in ("launch_overhead_s", "memory_latency_s", "l2_bytes"):
+    for field in ("launch_overhead_s", "memory_latency_s", "element_issue_s", "l2_bytes"):
         if getattr(spec, field) < 0:
             _fail(spec, field, "must not be negative")
 

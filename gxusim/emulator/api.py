@@ -338,9 +338,9 @@ def _performance(report: EmulationReport, kir: KernelIR, emitter: backend.Emitte
     occ = occupancy.occupancy(spec, num_warps, programs, regs, emitter.smem_bytes(num_warps), block)
     report.occupancy = occ
     report.traffic_bytes = traffic
-    report.predicted_s = occupancy.predict_seconds(traffic, programs,
-                                                   max(report.tiles_per_program, default=1), occ,
-                                                   spec)
+    report.predicted_s = occupancy.predict_seconds(
+        traffic, programs, max(report.tiles_per_program, default=1), math.prod(block), num_warps,
+        occ, spec)
 
 
 def _unsupported(report: EmulationReport, message: str, mode: str) -> EmulationReport:

@@ -139,8 +139,9 @@ def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread
 
 
 def predict_seconds(traffic_bytes: float, programs: int, tiles_per_program: int,
-                    occ: Occupancy, spec: HardwareSpec) -> float:
+                    block_elements: int, num_warps: int, occ: Occupancy,
+                    spec: HardwareSpec) -> float:
     """The emulated launch's time under gxusim's performance model (gxusim/perf_model.py)."""
-    return perf_model.predict_seconds(
-        perf_model.LaunchProfile(traffic_bytes, programs, tiles_per_program, occ.blocks_per_sm),
-        spec)
+    return perf_model.predict_seconds(perf_model.LaunchProfile(
+        traffic_bytes, programs, tiles_per_program, occ.blocks_per_sm,
+        block_elements / (num_warps * spec.warp_size)), spec)
