@@ -79,7 +79,8 @@ def table(rows: Sequence[dict]) -> str:
 
 
 def plot(rows: Sequence[dict], path: Path) -> None:
-    """Grouped bars of predicted time per model and policy (needs matplotlib)."""
+    """Grouped bars of predicted time per model and policy, with measured times as marks
+    where the sweep timed its kernels (needs matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -91,17 +92,25 @@ def plot(rows: Sequence[dict], path: Path) -> None:
     by_key = {(r["model"], r["policy"]): r["predicted_s"] * 1e6 for r in rows}
     figure, axes = plt.subplots(figsize=(1.2 * len(models) + 3, 4))
     width = 0.8 / len(policies)
+    measured = {(r["model"], r["policy"]): r["measured_s"] * 1e6 for r in rows
+                if r.get("measured_s")}
     for i, policy in enumerate(policies):
-        axes.bar([m + i * width for m in range(len(models))],
-                 [by_key.get((model, policy), 0.0) for model in models], width, label=policy)
+        positions = [m + i * width for m in range(len(models))]
+        axes.bar(positions, [by_key.get((model, policy), 0.0) for model in models], width,
+                 label=f"{policy} (predicted)")
+        timed = [(x, measured[(model, policy)]) for x, model in zip(positions, models)
+                 if (model, policy) in measured]
+        if timed:
+            axes.scatter(*zip(*timed), marker="_", s=400, color="black", zorder=3,
+                         label="measured" if i == 0 else None)
     axes.set_xticks([m + width * (len(policies) - 1) / 2 for m in range(len(models))], models,
                     rotation=30, ha="right")
-    axes.set_ylabel("predicted kernel time (us)")
-    times = [t for t in by_key.values() if 0 < t < math.inf]
+    axes.set_ylabel("kernel time (us)")
+    times = [t for t in [*by_key.values(), *measured.values()] if 0 < t < math.inf]
     if times and max(times) > 20 * min(times):
         axes.set_yscale("log")
     spec = rows[0]["spec"] if rows else ""
-    axes.set_title(f"GXU policies on spec {spec} (performance model)")
+    axes.set_title(f"GXU policies on spec {spec}: predicted (bars), measured (marks)")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
