@@ -49,11 +49,6 @@ def _spec_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _emulate(args: argparse.Namespace) -> int:
-    from gxusim import emulator
-    return emulator.cli_main(args.rest)
-
-
 def _sweep(args: argparse.Namespace) -> int:
     import gxusim
     from gxusim import sweep
@@ -141,10 +136,9 @@ def parser() -> argparse.ArgumentParser:
     show = spec.add_parser("show", help="print a spec (preset name or TOML path)")
     show.add_argument("name")
     show.set_defaults(run=_spec_show)
-    emulate = commands.add_parser("emulate", help="run a Triton kernel file on the emulator",
-                                  add_help=False)
-    emulate.add_argument("rest", nargs=argparse.REMAINDER)
-    emulate.set_defaults(run=_emulate)
+    # `gxusim emulate ...` is handed whole to the emulator's own parser (see main).
+    commands.add_parser("emulate", help="run a Triton kernel file on the emulator "
+                                        "(gxusim emulate --help)")
     sweep = commands.add_parser("sweep", help="compare launch policies across the model suite "
                                               "with the performance model")
     sweep.add_argument("models", nargs="*", default=["add_relu", "tanh_gelu", "transpose",
@@ -172,6 +166,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["emulate"]:
+        from gxusim import emulator
+        return emulator.cli_main(argv[1:])
     args = parser().parse_args(argv)
     return args.run(args)
 

@@ -1,0 +1,25 @@
+"""The gxusim command line: every command documents itself; bad input is named."""
+import pytest
+
+from gxusim.cli import main
+
+
+@pytest.mark.parametrize("command", [["demo"], ["spec", "show"], ["emulate"], ["sweep"],
+                                     ["report"], ["calibrate"]], ids=" ".join)
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(command + ["--help"])
+    assert done.value.code == 0
+    assert f"usage: gxusim {command[0]}" in capsys.readouterr().out
+
+
+def test_spec_show_prints_the_limits(capsys):
+    assert main(["spec", "show", "gxu"]) == 0
+    out = capsys.readouterr().out
+    assert "max_grid" in out and "32" in out and "max_num_warps" in out
+
+
+@pytest.mark.parametrize("command", ["demo", "sweep"])
+def test_unknown_model_is_named(command, capsys):
+    assert main([command, "no_such_model"]) == 2
+    assert "no_such_model" in capsys.readouterr().err
