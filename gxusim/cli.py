@@ -13,13 +13,8 @@ def _demo(args: argparse.Namespace) -> int:
     import gxusim
     from gxusim.models import CASES
     from gxusim.report import case_table, kernel_table, run_case
-    unknown = sorted(set(args.models) - set(CASES))
-    if unknown:
-        print(f"gxusim demo: unknown model(s) {unknown}; choose from {sorted(CASES)}",
-              file=sys.stderr)
+    if not _setup(args, "demo"):
         return 2
-    if args.target:
-        gxusim.set_target(args.target)
     gxusim.use_heuristics(args.policy)
     torch._inductor.config.force_disable_caches = True  # show every kernel being generated
     spec = gxusim.current_spec()
@@ -50,17 +45,9 @@ def _spec_show(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    import gxusim
     from gxusim import sweep
-    unknown = sorted(set(args.models) - set(_model_names()))
-    if unknown:
-        print(f"gxusim sweep: unknown model(s) {unknown}; choose from {_model_names()}",
-              file=sys.stderr)
+    if not _setup(args, "sweep"):
         return 2
-    if args.target:
-        gxusim.set_target(args.target)
-    if args.spec:
-        gxusim.use_spec(args.spec)
     rows = sweep.sweep(args.models, args.policies, train=args.train, scale=args.scale)
     return _show(rows, args)
 
@@ -114,9 +101,21 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_names() -> list[str]:
+def _setup(args: argparse.Namespace, command: str) -> bool:
+    """Check the model names, then apply --target and --spec; False (and a message naming
+    the bad models) when a name is unknown."""
+    import gxusim
     from gxusim.models import CASES
-    return sorted(CASES)
+    unknown = sorted(set(args.models) - set(CASES))
+    if unknown:
+        print(f"gxusim {command}: unknown model(s) {unknown}; choose from {sorted(CASES)}",
+              file=sys.stderr)
+        return False
+    if args.target:
+        gxusim.set_target(args.target)
+    if getattr(args, "spec", None):
+        gxusim.use_spec(args.spec)
+    return True
 
 
 def parser() -> argparse.ArgumentParser:
