@@ -14,7 +14,7 @@ import torch
 
 import gxusim
 from gxusim.models import CASES, SUITE
-from gxusim.report import _table
+from gxusim.report import format_table
 
 
 def _timed_calls(fn, inputs, calls: int = 20, repeats: int = 5) -> float:
@@ -99,14 +99,14 @@ def main() -> None:
     torch._inductor.config.force_disable_caches = True
     suite = suite_rows(args.scale)
     bandwidth = bandwidth_rows()
-    print(_table(("model", "compile gxu s", "compile cuda s", "ratio", "call gxu ms",
+    print(format_table(("model", "compile gxu s", "compile cuda s", "ratio", "call gxu ms",
                   "call cuda ms", "ratio"),
                  [(r["model"], f"{r['gxu_compile_s']:.2f}", f"{r['cuda_compile_s']:.2f}",
                    f"{r['gxu_compile_s'] / r['cuda_compile_s']:.2f}", f"{r['gxu_call_ms']:.3f}",
                    f"{r['cuda_call_ms']:.3f}", f"{r['gxu_call_ms'] / r['cuda_call_ms']:.2f}")
                   for r in suite]))
     print()
-    print(_table(("case (100M fp32)", "stock cuda GB/s", "seed GB/s", "gxu GB/s", "autotune GB/s",
+    print(format_table(("case (100M fp32)", "stock cuda GB/s", "seed GB/s", "gxu GB/s", "autotune GB/s",
                   "seed cfg", "gxu cfg", "autotune cfg"),
                  [(r["case"], f"{r['stock_cuda_GBps']:.0f}", f"{r['seed_GBps']:.0f}",
                    f"{r['gxu_GBps']:.0f}", f"{r['autotune_GBps']:.0f}", r["seed_config"],

@@ -61,28 +61,27 @@ def candidate_plans(kernel: "GXUKernel", numels: dict[str, int], spec: HardwareS
     warps = [w for w in (1, 2, 4, 8, 16, 32) if w <= spec.max_num_warps]
     metas: list[dict[str, int]] = []
     if shape.is_reduction:
-        rblocks = [shape.static_rblock] if shape.static_rblock else \
-            [r for r in (64, 256, 1024, 4096) if r <= max(64, 2 * numels["r0_numel"])]
-        for rblock in rblocks:
-            for xblock in (1, 2, 4, 8, 16, 32, 64):
-                if xblock * rblock <= 16384 and xblock <= max(1, 2 * xnumel):
-                    metas.append({"XBLOCK": xblock} if shape.static_rblock else
-                                 {"XBLOCK": xblock, "R0_BLOCK": rblock})
+        rblocks = [r for r in (64, 256, 1024, 4096) if r <= max(64, 2 * numels["r0_numel"])]
+        metas = [{"XBLOCK": x, "R0_BLOCK": r} for r in rblocks for x in (1, 2, 4, 8, 16, 32, 64)
+                 if x * r <= 16384 and x <= max(1, 2 * xnumel)]
     elif shape.is_2d:
         metas = [{"XBLOCK": x, "YBLOCK": y} for x in (16, 32, 64, 128) for y in (16, 32, 64, 128)
                  if x * y <= 16384]
     else:
         metas = [{"XBLOCK": x} for x in (256, 512, 1024, 2048, 4096, 8192, 16384)
                  if x <= max(256, 2 * xnumel)]
-    plans = []
+    plans = {}
     for meta in metas:
-        tiles = cdiv(xnumel, meta["XBLOCK"])
+        blocks = {**meta, **shape.static_blocks}  # the kernel's own block sizes win
+        tiles = cdiv(xnumel, blocks["XBLOCK"])
         if shape.is_2d:
-            tiles *= cdiv(numels["ynumel"], meta["YBLOCK"])
+            tiles *= cdiv(numels["ynumel"], blocks["YBLOCK"])
+        parameters = {k: v for k, v in meta.items() if k in shape.block_params}
         for num_warps in warps:
-            plans.append(LaunchPlan(meta, num_warps, max(1, min(tiles, spec.max_grid)),
-                                    max(1, tiles), {"all": "autotune (timed on cuda)"}))
-    return plans
+            key = (tuple(parameters.items()), num_warps)
+            plans[key] = LaunchPlan(parameters, num_warps, max(1, min(tiles, spec.max_grid)),
+                                    max(1, tiles), {"all": "autotune (timed on cuda)"})
+    return list(plans.values())
 
 
 def _time(kernel: "GXUKernel", plan: "LaunchPlan", args: Sequence[Any]) -> float:

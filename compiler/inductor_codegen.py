@@ -78,8 +78,8 @@ class GXUTritonKernel(TritonKernel):
             tree = trees[0]
             count = f"tl.cdiv({tree.prefix}numel, {tree.prefix.upper()}BLOCK)"
             return [f"for {TILE_INDEX[0]} in range({first}, {count}, tl.num_programs(0)):"]
-        return [f"x_tiles = tl.cdiv(xnumel, XBLOCK)",
-                f"n_tiles = x_tiles * tl.cdiv(ynumel, YBLOCK)",
+        return ["x_tiles = tl.cdiv(xnumel, XBLOCK)",
+                "n_tiles = x_tiles * tl.cdiv(ynumel, YBLOCK)",
                 f"for tile in range({first}, n_tiles, tl.num_programs(0)):",
                 f"    {TILE_INDEX[0]} = tile % x_tiles",
                 f"    {TILE_INDEX[1]} = tile // x_tiles"]

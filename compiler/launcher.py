@@ -22,7 +22,6 @@ number of programs is a free choice between 1 and the tile count.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import inspect
 import math
@@ -39,13 +38,16 @@ from gxusim.findings import Finding, check_launch
 from gxusim.spec import HardwareSpec, current_spec
 
 from . import autotune
-from .heuristics import (Heuristics, cdiv, current_heuristics, next_power_of_2, resolve_block,
-                         resolve_grid, resolve_num_warps)
+from .heuristics import (Heuristics, cdiv, current_heuristics, resolve_block, resolve_grid,
+                         resolve_num_warps)
 
 # Names the Inductor kernel signature uses for sizes and block constexprs.
 NUMEL_ARGS = ("xnumel", "ynumel", "r0_numel")
 BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
-_STATIC_RBLOCK = re.compile(r"^\s*R0_BLOCK\s*:\s*tl\.constexpr\s*=\s*(\d+)", re.MULTILINE)
+# A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
+# reductions' XBLOCK = 1.
+_STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
+                           re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +73,11 @@ class KernelShape:
     name: str
     runtime_args: tuple[str, ...]  # positional (non-constexpr) parameters, in order
     block_params: tuple[str, ...]  # constexpr block sizes the launcher must pass
-    static_rblock: Optional[int]  # R0_BLOCK fixed in the body (persistent reductions)
+    static_blocks: dict[str, int]  # block sizes fixed in the body, not launch parameters
+
+    @property
+    def static_rblock(self) -> Optional[int]:
+        return self.static_blocks.get("R0_BLOCK")
 
     @property
     def is_reduction(self) -> bool:
@@ -90,8 +96,9 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
     constexpr = {p.name for p in params if "constexpr" in str(p.annotation)}
     runtime = tuple(p.name for p in params if p.name not in constexpr)
     blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
-    static = _STATIC_RBLOCK.search(inspect.getsource(python_fn))
-    return KernelShape(name, runtime, blocks, int(static.group(1)) if static else None)
+    static = {block: int(size) for block, size in
+              _STATIC_BLOCK.findall(inspect.getsource(python_fn))}
+    return KernelShape(name, runtime, blocks, static)
 
 
 def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
@@ -103,11 +110,13 @@ def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     if shape.is_reduction:
         rnumel = numels["r0_numel"]
         choice = policy.select_reduction(xnumel, rnumel, dtype)
-        meta["XBLOCK"] = resolve_block(policy, "select_reduction (xblock)", choice.xblock)
+        meta["XBLOCK"] = shape.static_blocks.get("XBLOCK") or \
+            resolve_block(policy, "select_reduction (xblock)", choice.xblock)
         if "R0_BLOCK" in shape.block_params:
             meta["R0_BLOCK"] = resolve_block(policy, "select_reduction (rblock)", choice.rblock)
             rules["R0_BLOCK"] = f"{policy.name}.select_reduction (looped reduction)"
-        rules["XBLOCK"] = f"{policy.name}.select_reduction"
+        rules["XBLOCK"] = "fixed by the kernel" if "XBLOCK" in shape.static_blocks else \
+            f"{policy.name}.select_reduction"
         requested_warps = choice.num_warps
         n_tiles = cdiv(xnumel, meta["XBLOCK"])
     elif shape.is_2d:
@@ -130,7 +139,8 @@ def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     else:
         requested_grid = policy.get_grid(xnumel, meta["XBLOCK"])
     programs, rules["grid"] = resolve_grid(policy, requested_grid, n_tiles, spec)
-    return LaunchPlan(meta, num_warps, programs, n_tiles, rules)
+    return LaunchPlan({k: v for k, v in meta.items() if k in shape.block_params}, num_warps,
+                      programs, n_tiles, rules)
 
 
 def _is_gxu(value: Any) -> bool:
@@ -267,13 +277,10 @@ class GXUKernel:
             a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
         blocks = outcome.blocks_per_sm if outcome.blocks_per_sm is not None else \
             perf_model.blocks_per_sm(spec, plan.num_warps)
-        tile_elements = math.prod(plan.meta.values())
-        inner = 1
-        if self.shape.static_rblock is not None:
-            tile_elements *= self.shape.static_rblock  # persistent: the whole row at once
-        elif "R0_BLOCK" in plan.meta:
-            inner = cdiv(numels["r0_numel"], plan.meta["R0_BLOCK"])  # looped: chunk by chunk
-            tile_elements *= inner
+        # Elements of one tile: its blocks (a persistent reduction's fixed R0_BLOCK included),
+        # times the chunks a looped reduction walks through one round trip each.
+        inner = cdiv(numels["r0_numel"], plan.meta["R0_BLOCK"]) if "R0_BLOCK" in plan.meta else 1
+        tile_elements = math.prod({**plan.meta, **self.shape.static_blocks}.values()) * inner
         return perf_model.LaunchProfile(traffic, plan.programs, plan.tiles_per_program, blocks,
                                         tile_elements / (plan.num_warps * spec.warp_size), inner)
 
@@ -288,8 +295,7 @@ class GXUKernel:
         outcome = EXECUTORS[target](self, plan, args)
         predicted = perf_model.predict_seconds(self.profile(plan, numels, args, outcome), spec)
         meta = {**plan.meta, **numels}
-        if self.shape.static_rblock is not None:
-            meta["R0_BLOCK"] = self.shape.static_rblock
+        meta.update(self.shape.static_blocks)
         meta.update(tiles=plan.n_tiles, tiles_per_program=plan.tiles_per_program)
         launch_records.record(launch_records.Launch(
             kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=meta, target=target,

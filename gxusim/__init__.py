@@ -20,7 +20,7 @@ _register_device()
 _register_compiler()
 
 __all__ = [
-    "EmulationReport", "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch", "SpecError",
-    "clear_launches", "current_spec", "current_target", "last_generated_code", "launches",
-    "load_spec", "set_target", "use_heuristics", "use_spec",
+    "EmulationReport", "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch",
+    "SpecError", "clear_launches", "current_spec", "current_target", "emulate",
+    "last_generated_code", "launches", "load_spec", "set_target", "use_heuristics", "use_spec",
 ]

@@ -76,7 +76,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     import torch
 
     from gxusim import calibrate
-    from gxusim.report import _table
+    from gxusim.report import format_table
     from gxusim.spec import load_spec
     spec = load_spec(args.spec)
 
@@ -85,7 +85,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     fit, rows = calibrate.calibrate(spec, progress)
     print(file=sys.stderr)
-    print(_table(("numel", "XBLOCK", "warps", "programs", "measured us", "predicted us"),
+    print(format_table(("numel", "XBLOCK", "warps", "programs", "measured us", "predicted us"),
                  [(r["numel"], r["XBLOCK"], r["num_warps"], r["programs"],
                    f"{r['measured_us']:.1f}", f"{r['predicted_us']:.1f}") for r in rows]))
     fitted = fit.spec

@@ -82,7 +82,8 @@ def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
                       violations, compile_s)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Plain-text table: left-aligned columns, a rule under the header."""
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
@@ -98,7 +99,7 @@ def kernel_table(launches: Sequence[Launch]) -> str:
         rows.append((launch.kernel, numel, blocks, launch.num_warps, launch.grid[0],
                      launch.meta.get("tiles_per_program", ""), launch.policy, launch.target,
                      len(launch.findings)))
-    return _table(("kernel", "numel", "blocks", "warps", "grid", "tiles/program", "policy",
+    return format_table(("kernel", "numel", "blocks", "warps", "grid", "tiles/program", "policy",
                    "target", "findings"), rows)
 
 
@@ -106,5 +107,5 @@ def case_table(results: Sequence[CaseResult]) -> str:
     rows = [(r.name, str(r.dtype).replace("torch.", ""), "train" if r.train else "forward",
              "yes" if r.matches_eager else "NO", f"{r.max_error:.1e}", len(r.launches),
              "yes" if not r.violations else "NO", f"{r.compile_s:.1f}") for r in results]
-    return _table(("model", "dtype", "mode", "matches eager", "max rel err", "launches",
+    return format_table(("model", "dtype", "mode", "matches eager", "max rel err", "launches",
                    "within spec", "first call s"), rows)

@@ -18,7 +18,7 @@ import torch
 from . import launch as launch_records
 from .compiler import use_heuristics
 from .models import CASES
-from .report import _table, run_case
+from .report import format_table, run_case
 from .spec import current_spec
 from .target import current_target
 
@@ -75,7 +75,7 @@ def table(rows: Sequence[dict]) -> str:
         lines.append([model] + [f"{t:.1f}" for t in times] +
                      [f"{t / times[0]:.2f}" for t in times[1:]] + [measured,
                                                                    "yes" if correct else "NO"])
-    return _table(header, lines)
+    return format_table(header, lines)
 
 
 def plot(rows: Sequence[dict], path: Path) -> None:
@@ -137,7 +137,7 @@ def measured_vs_predicted(rows: Sequence[dict]) -> Optional[str]:
     timed = [r for r in rows if r.get("measured_s")]
     if not timed:
         return None
-    return _table(("model", "policy", "predicted us", "measured us", "predicted/measured"),
+    return format_table(("model", "policy", "predicted us", "measured us", "predicted/measured"),
                   [(r["model"], r["policy"], f"{r['predicted_s'] * 1e6:.1f}",
                     f"{r['measured_s'] * 1e6:.1f}", f"{r['predicted_s'] / r['measured_s']:.2f}")
                    for r in timed])

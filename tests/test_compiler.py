@@ -12,8 +12,11 @@ from gxusim.compiler.heuristics import PolicyError, SeedHeuristics
 from gxusim.compiler.launcher import KernelShape, plan_launch
 from gxusim.findings import check_launch
 
-POINTWISE = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), None)
-REDUCTION = KernelShape("r", ("in_ptr0", "out_ptr0", "xnumel", "r0_numel"), ("XBLOCK", "R0_BLOCK"), None)
+POINTWISE = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+REDUCTION = KernelShape("r", ("in_ptr0", "out_ptr0", "xnumel", "r0_numel"), ("XBLOCK", "R0_BLOCK"), {})
+# Inductor's no-x-dim persistent reduction: XBLOCK and R0_BLOCK are fixed in the body.
+NO_X_DIM = KernelShape("p", ("in_ptr0", "out_ptr0", "xnumel", "r0_numel"), (),
+                       {"XBLOCK": 1, "R0_BLOCK": 2048})
 
 
 # (numel, XBLOCK, num_warps, grid) from the seed's formulas (chapter 10, 8.2), worked by hand:
@@ -48,6 +51,14 @@ def test_builtin_policies_stay_within_the_spec_and_cover_every_tile(policy, nume
         plan = plan_launch(shape, numels, torch.float32, heuristics, spec)
         assert 1 <= plan.programs <= spec.max_grid and plan.num_warps <= spec.max_num_warps
         assert plan.programs * plan.tiles_per_program >= plan.n_tiles
+
+
+def test_blocks_fixed_by_the_kernel_are_not_passed_and_set_the_tile_count():
+    spec = gxusim.load_spec("gxu")
+    plan = plan_launch(NO_X_DIM, {"xnumel": 100, "r0_numel": 2000}, torch.float32,
+                       gxusim.compiler.heuristics.GXUHeuristics(), spec)
+    assert plan.meta == {}  # nothing to pass: the kernel takes no block parameter
+    assert plan.n_tiles == 100 and plan.programs == 32 and plan.tiles_per_program == 4
 
 
 class Greedy(gxusim.Heuristics):
@@ -119,3 +130,20 @@ def test_compiled_models_match_eager_with_capped_tile_loops():
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count(" ok ") == 3
+
+
+@pytest.mark.parametrize("shape", [POINTWISE, REDUCTION, NO_X_DIM], ids=lambda s: s.name)
+def test_autotune_candidates_are_within_the_spec_and_pass_only_kernel_parameters(shape):
+    from gxusim.compiler import autotune
+
+    class Kernel:
+        pass
+    kernel = Kernel()
+    kernel.shape = shape
+    spec = gxusim.load_spec("gxu")
+    plans = autotune.candidate_plans(kernel, {"xnumel": 5000, "r0_numel": 3000}, spec)
+    assert plans
+    for plan in plans:
+        assert plan.programs <= spec.max_grid and plan.num_warps <= spec.max_num_warps
+        assert set(plan.meta) <= set(shape.block_params)
+    assert len({(tuple(p.meta.items()), p.num_warps) for p in plans}) == len(plans)

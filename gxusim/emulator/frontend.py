@@ -21,7 +21,6 @@ import re
 import textwrap
 from typing import Any, Callable, Optional
 
-import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
