@@ -329,12 +329,6 @@ def _fallback_for(name: str) -> Callable[..., Any]:
 MODE_SAFE_OPS = ("_to_copy", "empty.memory_format", "empty_strided", "copy_")
 
 
-def _explicit_kernel(op: torch._ops.OpOverload) -> Callable[..., Any]:
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        return fallback(None, op, *args, **kwargs)  # type: ignore[arg-type]
-    return kernel
-
-
 _CONVOLUTIONS = ("aten::convolution", "aten::_convolution", "aten::convolution_backward")
 _libraries: list[torch.library.Library] = []
 
@@ -365,7 +359,5 @@ def register() -> None:
         aten.impl(f"set_.{overload}", _set_metadata(getattr(torch.ops.aten.set_, overload)),
                   "PrivateUse1")
     for name in MODE_SAFE_OPS:
-        packet, _, overload = name.partition(".")
-        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        aten.impl(name, _explicit_kernel(op), "PrivateUse1")
+        aten.impl(name, _fallback_for(f"aten::{name}"), "PrivateUse1", with_keyset=True)
     _libraries.extend([fallback_library, aten])
