@@ -278,11 +278,11 @@ class GXUKernel:
         blocks = outcome.blocks_per_sm if outcome.blocks_per_sm is not None else \
             perf_model.blocks_per_sm(spec, plan.num_warps)
         # Elements of one tile: its blocks (a persistent reduction's fixed R0_BLOCK included),
-        # times the chunks a looped reduction walks through one round trip each.
-        inner = cdiv(numels["r0_numel"], plan.meta["R0_BLOCK"]) if "R0_BLOCK" in plan.meta else 1
-        tile_elements = math.prod({**plan.meta, **self.shape.static_blocks}.values()) * inner
+        # times the chunks a looped reduction walks through.
+        chunks = cdiv(numels["r0_numel"], plan.meta["R0_BLOCK"]) if "R0_BLOCK" in plan.meta else 1
+        tile_elements = math.prod({**plan.meta, **self.shape.static_blocks}.values()) * chunks
         return perf_model.LaunchProfile(traffic, plan.programs, plan.tiles_per_program, blocks,
-                                        tile_elements / (plan.num_warps * spec.warp_size), inner)
+                                        tile_elements / (plan.num_warps * spec.warp_size))
 
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:

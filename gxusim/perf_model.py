@@ -1,15 +1,16 @@
 """Performance model: predicted kernel time from the hardware spec, calibrated on a real GPU.
 
     time = launch_overhead_s + bytes / mem_bandwidth
-           + serial_tiles * (inner_iterations * memory_latency_s
-                             + elements_per_thread * element_issue_s)
+           + serial_tiles * (memory_latency_s + elements_per_thread * element_issue_s)
 
 `serial_tiles` is the number of tile iterations one program slot runs in sequence:
 waves x tiles_per_program, with waves = ceil(programs / resident programs) and resident
 programs = sm_count x blocks per SM. Why this shape: a program's loop iteration issues
 its loads and then waits about one memory round trip before it can store and move on (a
-plain loop over tiles is not software-pipelined; a looped reduction pays one per inner
-chunk), each thread works through its share of the tile's elements one after another,
+plain loop over tiles is not software-pipelined; a looped reduction's inner `tl.range`
+over chunks is, so its chunks add elements, not round trips: on the H200 charging a round
+trip per chunk over-predicted a 16-chunk row sum 5x), each thread works through its share
+of the tile's elements (all chunks) one after another,
 and the whole launch is bounded by DRAM bandwidth. Under a 32-program cap the per-tile
 terms dominate, which is why bigger tiles spread over more warps win; with one tile per
 program the bandwidth term does.
@@ -36,8 +37,7 @@ class LaunchProfile:
     programs: int
     tiles_per_program: int
     blocks_per_sm: int  # resident programs per SM (occupancy)
-    elements_per_thread: float = 0.0  # a tile's elements / the program's threads
-    inner_iterations: int = 1  # memory round trips per tile (a looped reduction's chunks)
+    elements_per_thread: float = 0.0  # a tile's elements (all its chunks) / the threads
 
 
 def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
@@ -48,8 +48,7 @@ def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
 def predict_seconds(profile: LaunchProfile, spec: HardwareSpec) -> float:
     if profile.blocks_per_sm <= 0:
         return math.inf  # the program cannot be resident at all
-    per_tile = (profile.inner_iterations * spec.memory_latency_s
-                + profile.elements_per_thread * spec.element_issue_s)
+    per_tile = spec.memory_latency_s + profile.elements_per_thread * spec.element_issue_s
     return (spec.launch_overhead_s + profile.bytes_moved / spec.mem_bandwidth
             + serial_tiles(profile, spec) * per_tile)
 
@@ -67,7 +66,7 @@ class Fit:
 
 
 def _columns(profiles: Sequence[LaunchProfile], spec: HardwareSpec) -> np.ndarray:
-    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec) * p.inner_iterations,
+    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec),
                       serial_tiles(p, spec) * p.elements_per_thread] for p in profiles])
 
 

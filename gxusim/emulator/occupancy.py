@@ -120,7 +120,9 @@ def estimate_registers(live_words: list[tuple[int, int]], num_warps: int, spec: 
         return int(n_regs)
     threads = num_warps * spec.warp_size
     peak = max((math.ceil(numel / threads) * words for numel, words in live_words), default=0)
-    return min(spec.max_regs_per_thread, peak + REGISTER_OVERHEAD)
+    # The register allocator keeps one block of `threads` resident (it spills the rest), so
+    # registers alone never make a launch impossible; shared memory can.
+    return min(spec.max_regs_per_thread, spec.regs_per_sm // threads, peak + REGISTER_OVERHEAD)
 
 
 def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread: int,
