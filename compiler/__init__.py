@@ -2,12 +2,13 @@
 
 Stages, one module each: `inductor_registration` (device and backend hooks),
 `inductor_codegen` (kernel code generation with a tile loop), `heuristics` (launch
-policies and the spec clamp), `launcher` (plan, check, run on the target, record),
-`autotune` (timed configs cached on disk).
+policies), `autotune` (a policy that times configs), `policies` (policies by name),
+`plan` (kernel shape, launch plan, the spec clamp), `launcher` (plan, check, run on the
+target, record).
 """
-from .heuristics import (GXUHeuristics, Heuristics, ReductionConfig, SeedHeuristics,
-                         current_heuristics, use_heuristics)
+from .heuristics import GXUHeuristics, Heuristics, ReductionConfig, SeedHeuristics
 from .inductor_registration import register
+from .policies import current_heuristics, use_heuristics
 
 __all__ = ["GXUHeuristics", "Heuristics", "ReductionConfig", "SeedHeuristics",
            "current_heuristics", "register", "use_heuristics"]

@@ -6,24 +6,22 @@ A policy answers the seed's four questions (`select_xblock`, `select_num_warps`,
 * `"seed"`: the seed's GXU formulas (chapter 10, section 8), reproduced faithfully,
   including its hard-coded 32-program grid and [128, 1024] XBLOCK clamp.
 * `"gxu"` (default): spec-driven and informed by the H200 measurements under a
-  32-program cap (../shared/notes/gpu-machine.md): XBLOCK 1024/4 warps reached 0.70 TB/s,
+  32-program cap (docs/gpu-measurements.md): XBLOCK 1024/4 warps reached 0.70 TB/s,
   8192/16 warps 2.38 TB/s, so tiles are large (up to 32 KiB) and warps scale with them.
 
-Whatever a policy returns goes through `resolve_*` below: non-powers of two are
-rejected, warps and grid are clamped to the active spec, and each parameter carries the
-rule that decided it (for the decision log). Grid-capped kernels loop over tiles, so a
-grid smaller than the tile count is always correct.
+Policies only answer questions; `plan.py` turns the answers into a launch plan and passes
+each through the spec clamp. A policy that chooses by measuring (autotune, `autotune.py`)
+overrides `search`. The registry of names is `policies.py`.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-from typing import Union
+from typing import Callable, Optional, Sequence, TypeVar
 
 import torch
 
-from gxusim.spec import HardwareSpec
+from gxusim.spec import HardwareSpec, current_spec
 
 
 def next_power_of_2(n: int) -> int:
@@ -41,6 +39,9 @@ class ReductionConfig:
     num_warps: int
 
 
+Plan = TypeVar("Plan")
+
+
 class Heuristics:
     """Base class for launch policies. Subclass and pass an instance to `gxusim.use_heuristics`.
 
@@ -49,6 +50,12 @@ class Heuristics:
     """
 
     name = "custom"
+
+    def search(self, candidates: Callable[[], Sequence[Plan]],
+               time_plan: Optional[Callable[[Plan], float]], key: str) -> Optional[Plan]:
+        """A plan chosen by measuring `candidates()` with `time_plan` (seconds), or None to
+        plan from the four answers. `key` names the kernel, sizes, dtype and spec, for caching."""
+        return None
 
     def __init__(self, spec: HardwareSpec | None = None) -> None:
         self.spec = spec
@@ -113,7 +120,6 @@ class GXUHeuristics(Heuristics):
     REDUCTION_TILE_ELEMENTS = 4096
 
     def _spec(self) -> HardwareSpec:
-        from gxusim.spec import current_spec
         return self.spec or current_spec()
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
@@ -137,87 +143,3 @@ class GXUHeuristics(Heuristics):
         xblock = min(next_power_of_2(rows_per_tile), next_power_of_2(rows_per_program))
         num_warps = self.select_num_warps(xblock * rblock)
         return ReductionConfig(xblock, rblock, max(2, num_warps))
-
-
-class AutotuneHeuristics(GXUHeuristics):
-    """Autotune mode (see `autotune.py`): the launcher times spec-valid configs on the GPU."""
-
-    name = "autotune"
-
-
-POLICIES: dict[str, type[Heuristics]] = {
-    "seed": SeedHeuristics, "gxu": GXUHeuristics, "autotune": AutotuneHeuristics}
-
-_lock = threading.Lock()
-_active: Heuristics = GXUHeuristics()
-
-
-def use_heuristics(policy: Union[str, Heuristics]) -> Heuristics:
-    """Set the launch policy: "gxu" (default), "seed", "autotune", or a `Heuristics` instance."""
-    global _active
-    if isinstance(policy, str):
-        if policy not in POLICIES:
-            raise ValueError(f"unknown heuristics policy {policy!r}; choose one of "
-                             f"{sorted(POLICIES)} or pass a gxusim.Heuristics instance")
-        policy = POLICIES[policy]()
-    if not isinstance(policy, Heuristics):
-        raise TypeError(f"use_heuristics takes a policy name or a gxusim.Heuristics instance, "
-                        f"not {type(policy).__name__}")
-    with _lock:
-        _active = policy
-    return policy
-
-
-def current_heuristics() -> Heuristics:
-    return _active
-
-
-# --- the spec clamp: every policy's answer passes through here -----------------------------
-
-class PolicyError(ValueError):
-    """A policy returned something no launch can use (names the policy, method and value)."""
-
-
-def _block(policy: Heuristics, method: str, value: object, limit: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
-        raise PolicyError(f"policy {policy.name!r}: {method} returned {value!r}; block sizes must "
-                          f"be positive powers of two (tl.arange needs them)")
-    if value > limit:
-        raise PolicyError(f"policy {policy.name!r}: {method} returned {value}, over Triton's "
-                          f"largest block of {limit} elements")
-    return value
-
-
-MAX_BLOCK_ELEMENTS = 1 << 20
-
-
-def resolve_block(policy: Heuristics, method: str, value: object) -> int:
-    return _block(policy, method, value, MAX_BLOCK_ELEMENTS)
-
-
-def resolve_num_warps(policy: Heuristics, value: object, spec: HardwareSpec) -> tuple[int, str]:
-    """(num_warps, rule): power of two required; clamped to spec.max_num_warps."""
-    warps = _block(policy, "num_warps", value, 1 << 10)
-    if warps > spec.max_num_warps:
-        return spec.max_num_warps, (f"{policy.name} chose {warps}, clamped to max_num_warps="
-                                    f"{spec.max_num_warps} of spec {spec.name}")
-    return warps, f"{policy.name}"
-
-
-def resolve_grid(policy: Heuristics, value: object, n_tiles: int, spec: HardwareSpec
-                 ) -> tuple[int, str]:
-    """(programs, rule): a 1D grid of at least one program, clamped to spec.max_grid and to
-    the tile count (extra programs would have no tile to work on)."""
-    dims = (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
-    if not dims or any(not isinstance(d, int) or d < 1 for d in dims):
-        raise PolicyError(f"policy {policy.name!r}: get_grid returned {value!r}; expected a tuple "
-                          f"of positive ints")
-    programs = math.prod(dims)
-    rule = policy.name
-    if programs > spec.max_grid:
-        rule = f"{policy.name} chose {programs}, clamped to max_grid={spec.max_grid} of spec {spec.name}"
-        programs = spec.max_grid
-    if programs > n_tiles:
-        rule = f"{policy.name} chose {programs}, clamped to the {n_tiles} tiles"
-        programs = n_tiles
-    return max(1, programs), rule

@@ -47,7 +47,7 @@ class GXUTritonKernel(TritonKernel):
 
     @classmethod
     def inductor_meta_common(cls) -> dict:
-        if target.current_target() == "cuda":
+        if target.active().has_triton_driver:
             return super().inductor_meta_common()
         # Stock code hashes the active Triton driver's target into the metadata; without a
         # GPU there is no driver, and the emulator runs Triton source, so hash that instead.
@@ -102,7 +102,7 @@ class GXUTritonKernel(TritonKernel):
                     f"gxusim: Inductor chose a {feature.replace('_', ' ')} kernel for gxu; it "
                     f"assigns work by program id and cannot be capped at the spec's grid")
         code = super().codegen_kernel(name)
-        if target.current_target() != "cuda":
+        if not target.active().has_triton_driver:
             # The kernel module selects Triton's GPU driver on import; the emulator needs none.
             code = code.replace("triton_helpers.set_driver_to_gpu()\n", "")
         if code.count("tl.program_id(") != 1:

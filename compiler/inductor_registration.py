@@ -44,9 +44,7 @@ def device_properties(device: object = None) -> types.SimpleNamespace:
         max_threads_per_multi_processor=spec.max_warps_per_sm * spec.warp_size,
         regs_per_multiprocessor=spec.regs_per_sm, max_threads_per_block=spec.max_threads_per_block,
         warp_size=spec.warp_size, shared_memory_per_block=spec.smem_per_sm,
-        total_memory=torch.cuda.get_device_properties().total_memory
-        if target.current_target() == "cuda" else 0,
-        major=major, minor=minor)
+        total_memory=target.active().total_memory(), major=major, minor=minor)
 
 
 class GXUDeviceInterface(dynamo_devices.DeviceInterface):
@@ -105,9 +103,7 @@ class GXUDeviceInterface(dynamo_devices.DeviceInterface):
 
     @staticmethod
     def get_compute_capability_tuple() -> tuple[int, int]:
-        if target.current_target() == "cuda":
-            return torch.cuda.get_device_capability()
-        return (8, 0)  # the emulator runs Triton source, not SASS: any NVIDIA-like cc will do
+        return target.active().capability()
 
     @staticmethod
     def get_compute_capability(device: object = None) -> int:
@@ -120,8 +116,7 @@ class GXUDeviceInterface(dynamo_devices.DeviceInterface):
 
     @staticmethod
     def is_dtype_supported(dtype: torch.dtype, including_emulation: bool = False) -> bool:
-        return dtype not in (torch.float64, torch.complex64, torch.complex128) or \
-            target.current_target() == "cuda"
+        return target.active().supports_dtype(dtype)
 
     @staticmethod
     def memory_allocated(device: object = None) -> int:
@@ -174,9 +169,7 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
 
 def get_raw_stream(device_index: int = 0) -> int:
     """The raw stream gxu kernels are launched on: the current CUDA stream, or 0 (emulator)."""
-    if target.current_target() == "cuda":
-        return torch.cuda.current_stream().cuda_stream
-    return 0
+    return target.active().raw_stream()
 
 
 class GXUDeviceOpOverrides(inductor_common.DeviceOpOverrides):

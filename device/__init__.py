@@ -3,8 +3,8 @@
 Layering (after PyTorch's torch_openreg): `memory` owns allocations and aliasing,
 `ops` runs aten ops on them, `module` is `torch.gxu` and the registration.
 """
-from .memory import backing_alias, from_backing, memory_allocated, max_memory_allocated
+from .memory import backing_alias, from_backing, is_gxu, memory_allocated, max_memory_allocated
 from .module import DEVICE_NAME, register
 
-__all__ = ["DEVICE_NAME", "backing_alias", "from_backing", "memory_allocated",
+__all__ = ["DEVICE_NAME", "backing_alias", "from_backing", "is_gxu", "memory_allocated",
            "max_memory_allocated", "register"]

@@ -139,6 +139,11 @@ def gxu_view(storage: torch.UntypedStorage, dtype: torch.dtype, offset: int,
     return set_storage(tensor, storage, offset, tuple(size), tuple(stride))
 
 
+def is_gxu(value: object) -> bool:
+    """Whether `value` is a tensor on the gxu device."""
+    return isinstance(value, torch.Tensor) and value.device.type == "gxu"
+
+
 def from_backing(tensor: torch.Tensor) -> torch.Tensor:
     """A gxu tensor taking over `tensor`'s backing-device storage (no copy)."""
     storage = _wrap_storage(tensor.untyped_storage())

@@ -9,6 +9,7 @@ Internals used (checked on torch 2.11 and 2.13): `torch._C._get_privateuse1_back
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 
@@ -16,7 +17,7 @@ from gxusim import target
 from gxusim.once import once
 from gxusim.spec import HardwareSpec, current_spec
 
-from . import memory, ops
+from . import autocast, memory, ops
 
 DEVICE_NAME = "gxu"
 
@@ -68,8 +69,7 @@ class device:
 def synchronize(device: "int | str | torch.device | None" = None) -> None:
     """Wait for all work on gxu (the CUDA stream on the cuda target; nothing on the emulator)."""
     _check_index(device)
-    if target.current_target() == "cuda":
-        torch.cuda.synchronize()
+    target.active().synchronize()
 
 
 def manual_seed(seed: int) -> None:
@@ -107,18 +107,78 @@ def get_device_name(device: "int | str | torch.device | None" = None) -> str:
 
 
 def get_device_capability(device: "int | str | torch.device | None" = None) -> tuple[int, int]:
-    if target.current_target() == "cuda":
-        return torch.cuda.get_device_capability()
-    return (0, 0)
+    _check_index(device)
+    return target.active().capability()
 
 
-def current_stream(device: "int | str | torch.device | None" = None):
-    return torch.cuda.current_stream() if target.current_target() == "cuda" else None
+def current_stream(device: "int | str | torch.device | None" = None) -> Any:
+    """The stream gxu work is queued on (a CUDA stream on the cuda target)."""
+    _check_index(device)
+    return target.active().current_stream()
 
 
-memory_allocated = memory.memory_allocated
-max_memory_allocated = memory.max_memory_allocated
-reset_peak_memory_stats = memory.reset_peak_memory_stats
+def default_stream(device: "int | str | torch.device | None" = None) -> Any:
+    _check_index(device)
+    return target.active().default_stream()
+
+
+def Stream(device: "int | str | torch.device | None" = None, priority: int = 0) -> Any:
+    """A new stream (torch.cuda.Stream on the cuda target; host-synchronous on the emulator)."""
+    _check_index(device)
+    return target.active().Stream(priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Any:
+    """A new event (torch.cuda.Event on the cuda target; host-clock stamps on the emulator)."""
+    return target.active().Event(enable_timing=enable_timing, blocking=blocking,
+                                 interprocess=interprocess)
+
+
+def stream(stream: Any) -> Any:
+    """Context manager making `stream` the current gxu stream."""
+    return target.active().stream(stream)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Dtypes `torch.autocast("gxu", dtype=...)` accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def memory_allocated(device: "int | str | torch.device | None" = None) -> int:
+    """Bytes held by live gxu tensors."""
+    _check_index(device)
+    return memory.memory_allocated()
+
+
+def max_memory_allocated(device: "int | str | torch.device | None" = None) -> int:
+    _check_index(device)
+    return memory.max_memory_allocated()
+
+
+def reset_peak_memory_stats(device: "int | str | torch.device | None" = None) -> None:
+    _check_index(device)
+    memory.reset_peak_memory_stats()
+
+
+def memory_reserved(device: "int | str | torch.device | None" = None) -> int:
+    """Bytes the target's allocator holds (the CUDA caching allocator's on the cuda target)."""
+    _check_index(device)
+    return target.active().memory_reserved(memory.memory_allocated())
+
+
+def mem_get_info(device: "int | str | torch.device | None" = None) -> tuple[int, int]:
+    """(free, total) bytes of the memory gxu tensors live in."""
+    _check_index(device)
+    return target.active().mem_get_info()
+
+
+def empty_cache() -> None:
+    """Release cached memory no gxu tensor uses (the CUDA caching allocator's)."""
+    target.active().empty_cache()
 
 
 def _build_module() -> types.ModuleType:
@@ -126,8 +186,10 @@ def _build_module() -> types.ModuleType:
     for name in ("is_available", "is_initialized", "_is_in_bad_fork", "device_count",
                  "current_device", "set_device", "device", "synchronize", "manual_seed", "manual_seed_all",
                  "seed", "initial_seed", "get_rng_state", "set_rng_state", "get_device_properties",
-                 "get_device_name", "get_device_capability", "current_stream", "memory_allocated",
-                 "max_memory_allocated", "reset_peak_memory_stats"):
+                 "get_device_name", "get_device_capability", "current_stream", "default_stream",
+                 "Stream", "Event", "stream", "get_amp_supported_dtype", "is_bf16_supported",
+                 "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
+                 "memory_reserved", "mem_get_info", "empty_cache"):
         setattr(module, name, globals()[name])
     return module
 
@@ -166,4 +228,5 @@ def register() -> None:
     torch._C._acc.register_python_privateuseone_hook(_Hooks())
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     ops.register()
+    autocast.register()
     memory.register_serialization()

@@ -68,10 +68,6 @@ def _run_seeded(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
             default.set_state(saved)
 
 
-def _is_gxu(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.device.type == "gxu"
-
-
 def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_map(v, fn) for v in value)
@@ -171,7 +167,7 @@ class _Aliaser:
 def _sync_geometry(original: Any, alias: Any) -> None:
     """Carry a metadata change the op made to a written alias (an `out=` shrunk, `t_`,
     `squeeze_`) over to the gxu tensor the caller holds."""
-    if _is_gxu(original) and (alias.size() != original.size()
+    if memory.is_gxu(original) and (alias.size() != original.size()
                                 or alias.stride() != original.stride()
                                 or alias.storage_offset() != original.storage_offset()):
         memory.set_storage(original, original.untyped_storage(), alias.storage_offset(),
@@ -216,7 +212,7 @@ def _run_growing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, a
 
 
 def _adopt(original: Any, grown: Any) -> None:
-    if _is_gxu(original):
+    if memory.is_gxu(original):
         owner = memory.from_backing(grown).untyped_storage()
         memory.set_storage(original, owner, grown.storage_offset(), grown.size(), grown.stride())
 
@@ -296,7 +292,7 @@ def resize_(tensor: torch.Tensor, size: Any, memory_format: torch.memory_format 
 
 
 def _backing(value: torch.Tensor) -> torch.Tensor:
-    return memory.backing_alias(value) if _is_gxu(value) else value
+    return memory.backing_alias(value) if memory.is_gxu(value) else value
 
 
 def copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:

@@ -39,7 +39,7 @@ def _grids(tiles: int, spec: HardwareSpec) -> list[int]:
 
 
 def measure(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] = None
-            ) -> list[tuple[dict, perf_model.LaunchProfile, float]]:
+            ) -> list[tuple[dict, perf_model.LaunchFacts, float]]:
     """(config, profile, measured seconds) for every configuration, on the current GPU."""
     samples = []
     configs = [(n, x, w) for n, x, w in itertools.product(SIZES, XBLOCKS, WARPS)
@@ -53,9 +53,9 @@ def measure(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] =
                 lambda: _capped_add_relu[(programs,)](x, y, out, numel, XBLOCK=xblock,
                                                       num_warps=warps),
                 warmup=5, rep=25) / 1e3
-            profile = perf_model.LaunchProfile(12.0 * numel, programs, triton.cdiv(tiles, programs),
-                                               perf_model.blocks_per_sm(spec, warps),
-                                               xblock / (warps * spec.warp_size))
+            profile = perf_model.LaunchFacts(programs, warps, triton.cdiv(tiles, programs),
+                                             xblock, 12.0 * numel,
+                                             perf_model.blocks_per_sm(spec, warps))
             config = {"numel": numel, "XBLOCK": xblock, "num_warps": warps, "programs": programs}
             samples.append((config, profile, seconds))
         if progress is not None:

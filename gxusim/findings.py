@@ -56,14 +56,15 @@ def normalize_grid(grid: Sequence[int] | int) -> tuple[int, int, int]:
     return tuple(dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
-def limit_findings(spec: HardwareSpec, grid: Sequence[int], num_warps: int,
+def limit_findings(spec: HardwareSpec, grid: Sequence[int] | int, num_warps: int,
                    kernel: Optional[str] = None) -> list[Finding]:
     """Spec-limit violations of one launch: programs over `max_grid`, warps over `max_num_warps`."""
     found = []
-    programs = math.prod(normalize_grid(grid))
+    grid = normalize_grid(grid)
+    programs = math.prod(grid)
     if programs > spec.max_grid:
         found.append(Finding("grid_cap", "error",
-                             f"grid {tuple(grid)} launches {programs} programs; spec {spec.name!r} "
+                             f"grid {grid} launches {programs} programs; spec {spec.name!r} "
                              f"allows max_grid = {spec.max_grid}", kernel=kernel))
     if num_warps > spec.max_num_warps:
         found.append(Finding("warp_cap", "error",
@@ -72,7 +73,7 @@ def limit_findings(spec: HardwareSpec, grid: Sequence[int], num_warps: int,
     return found
 
 
-def check_launch(spec: HardwareSpec, grid: Sequence[int], num_warps: int, kernel: str) -> None:
+def check_launch(spec: HardwareSpec, grid: Sequence[int] | int, num_warps: int, kernel: str) -> None:
     """Raise `GXULimitError` naming kernel, limit and value if the launch breaks the spec."""
     found = limit_findings(spec, grid, num_warps, kernel)
     if found:

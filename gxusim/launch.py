@@ -1,12 +1,15 @@
 """Launch records and the decision log: what ran, with which parameters, and why.
 
-Every gxu kernel launch appends a `Launch` (api.md) to a process-wide list that
-`gxusim.launches()` returns. With `GXUSIM_LOG=decisions` each launch also prints a
-line in the seed's style (`[Config] kernel XBLOCK=... num_warps=... grid=(...)`),
-through the `gxusim.decisions` logger.
+Every gxu kernel launch appends a `Launch` (docs/api.md) to a process-wide history that
+`gxusim.launches()` returns. The history is a ring: it keeps the latest
+`GXUSIM_LAUNCH_HISTORY` records (default 100,000; `set_launch_history` changes it), so a
+training loop of millions of steps does not grow without bound. With
+`GXUSIM_LOG=decisions` each launch also prints a line in the seed's style
+(`[Config] kernel XBLOCK=... num_warps=... grid=(...)`), through the `gxusim.decisions` logger.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import os
@@ -39,8 +42,29 @@ class Launch:
                 f"policy={self.policy} target={self.target}" + (f" ({rules})" if rules else ""))
 
 
+def _history_from_environment() -> int:
+    text = os.environ.get("GXUSIM_LAUNCH_HISTORY", "100000")
+    try:
+        size = int(text)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ValueError(f"GXUSIM_LAUNCH_HISTORY={text!r}: must be a non-negative integer "
+                         f"(how many launch records to keep)")
+    return size
+
+
 _lock = threading.Lock()
-_launches: list[Launch] = []
+_launches: collections.deque[Launch] = collections.deque(maxlen=_history_from_environment())
+
+
+def set_launch_history(size: int) -> None:
+    """Keep at most the latest `size` launch records (0 keeps none)."""
+    global _launches
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ValueError(f"launch history size must be a non-negative int, not {size!r}")
+    with _lock:
+        _launches = collections.deque(_launches, maxlen=size)
 
 
 def _decision_logging_enabled() -> bool:
@@ -70,3 +94,10 @@ def launches() -> list[Launch]:
 def clear_launches() -> None:
     with _lock:
         _launches.clear()
+
+
+def restore(records: list[Launch]) -> None:
+    """Put back launch records taken earlier with `launches()` (tools that record their own)."""
+    with _lock:
+        _launches.clear()
+        _launches.extend(records)

@@ -31,26 +31,37 @@ from .spec import HardwareSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchProfile:
-    """What the model needs to know about one launch."""
-    bytes_moved: float  # DRAM traffic (the emulator counts 32-byte sectors; else tensor sizes)
+class LaunchFacts:
+    """What the model needs to know about one launch, whoever found it out.
+
+    The launcher derives them from the launch plan and the argument sizes (cuda target,
+    predict-only); the emulator counts them while it runs the kernel (its sector traffic,
+    its occupancy with registers and shared memory, the block elements each tile really
+    issued). Either way `predict_seconds` is the one function that turns them into time.
+    """
     programs: int
-    tiles_per_program: int
+    num_warps: int
+    tiles_per_program: int  # tile-loop iterations of the busiest program
+    tile_elements: float  # block elements one tile issues, all of a looped reduction's chunks
+    bytes_moved: float  # DRAM traffic (the emulator's 32-byte sectors; else tensor sizes)
     blocks_per_sm: int  # resident programs per SM (occupancy)
-    elements_per_thread: float = 0.0  # a tile's elements (all its chunks) / the threads
+
+    def elements_per_thread(self, spec: HardwareSpec) -> float:
+        return self.tile_elements / (self.num_warps * spec.warp_size)
 
 
-def serial_tiles(profile: LaunchProfile, spec: HardwareSpec) -> int:
-    resident = max(1, min(profile.programs, profile.blocks_per_sm * spec.sm_count))
-    return math.ceil(profile.programs / resident) * max(1, profile.tiles_per_program)
+def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
+    resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
+    return math.ceil(facts.programs / resident) * max(1, facts.tiles_per_program)
 
 
-def predict_seconds(profile: LaunchProfile, spec: HardwareSpec) -> float:
-    if profile.blocks_per_sm <= 0:
+def predict_seconds(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """The model's time for one launch on `spec` (the formula in this module's docstring)."""
+    if facts.blocks_per_sm <= 0:
         return math.inf  # the program cannot be resident at all
-    per_tile = spec.memory_latency_s + profile.elements_per_thread * spec.element_issue_s
-    return (spec.launch_overhead_s + profile.bytes_moved / spec.mem_bandwidth
-            + serial_tiles(profile, spec) * per_tile)
+    per_tile = spec.memory_latency_s + facts.elements_per_thread(spec) * spec.element_issue_s
+    return (spec.launch_overhead_s + facts.bytes_moved / spec.mem_bandwidth
+            + serial_tiles(facts, spec) * per_tile)
 
 
 def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
@@ -60,17 +71,17 @@ def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Fit:
-    spec: HardwareSpec  # the input spec with the three fitted parameters
+    spec: HardwareSpec  # the input spec with the four fitted parameters
     median_error: float  # |predicted - measured| / measured over the samples
     max_error: float
 
 
-def _columns(profiles: Sequence[LaunchProfile], spec: HardwareSpec) -> np.ndarray:
-    return np.array([[1.0, p.bytes_moved, serial_tiles(p, spec),
-                      serial_tiles(p, spec) * p.elements_per_thread] for p in profiles])
+def _columns(samples: Sequence[LaunchFacts], spec: HardwareSpec) -> np.ndarray:
+    return np.array([[1.0, f.bytes_moved, serial_tiles(f, spec),
+                      serial_tiles(f, spec) * f.elements_per_thread(spec)] for f in samples])
 
 
-def fit(spec: HardwareSpec, profiles: Sequence[LaunchProfile], measured_s: Sequence[float]) -> Fit:
+def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequence[float]) -> Fit:
     """Least-squares launch overhead, 1/bandwidth, memory latency and element issue time
     (all non-negative), weighted by 1/measured so short and long launches count alike."""
     if len(profiles) < 4 or len(profiles) != len(measured_s):

@@ -46,11 +46,6 @@ class HardwareSpec:
         for rule in _RULES:
             rule(self)
 
-    @property
-    def wave_size(self) -> int:
-        """Programs resident at once when every SM holds its maximum of blocks."""
-        return self.sm_count * self.max_blocks_per_sm
-
     def replace(self, **changes: Any) -> "HardwareSpec":
         """A copy with some fields changed (validated like any spec)."""
         return dataclasses.replace(self, **changes)

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 import torch
 
 from . import launch as launch_records
-from .compiler import use_heuristics
+from .compiler import current_heuristics, use_heuristics
 from .models import CASES
 from .report import format_table, run_case
 from .spec import current_spec
@@ -36,6 +36,7 @@ def sweep(models: Sequence[str], policies: Sequence[str], train: bool = False,
     """One row per (model, policy): predicted and measured kernel time, correctness."""
     rows = []
     runs = [(m, p) for m in models for p in policies]
+    caller_policy, caller_launches = current_heuristics(), launch_records.launches()
     try:
         with torch._inductor.config.patch(force_disable_caches=True):
             for model, policy in _progress(runs, "sweep"):
@@ -53,9 +54,9 @@ def sweep(models: Sequence[str], policies: Sequence[str], train: bool = False,
                     "max_grid": max((launch.grid[0] for launch in kernels), default=0),
                     "matches_eager": result.matches_eager, "within_spec": not result.violations,
                 })
-    finally:
-        use_heuristics("gxu")
-        launch_records.clear_launches()
+    finally:  # the caller's policy and launch records, as they were
+        use_heuristics(caller_policy)
+        launch_records.restore(caller_launches)
     return rows
 
 

@@ -1,71 +1,357 @@
-"""Execution target: where gxu memory lives and where kernels run.
+"""Execution targets: where gxu memory lives and where kernels run, one class per target.
 
-`cuda`: gxu memory is CUDA device memory and compiled kernels run on the real GPU.
-`emulator`: gxu memory is host memory and kernels run on the CPU emulator.
-`auto` (default): CUDA when a CUDA GPU is present, else the emulator.
-The target is fixed once the first gxu tensor is allocated: memory already handed
-out cannot move, so changing it afterwards is an error.
+* `CudaTarget` ("cuda"): gxu memory is CUDA device memory; compiled kernels run on the real
+  GPU through Triton, under the GXU limits the launcher enforces.
+* `EmulatorTarget` ("emulator"): gxu memory is host memory; kernels run on the numba
+  emulator, which also counts what the performance model needs and checks the tiling.
+
+Everything that differs between targets is a method or attribute of these classes (backing
+device, streams, synchronisation, capability, memory queries, how a kernel executes, whether
+kernels can be timed), so the device module, the Inductor interface and the launcher ask the
+active target object and cannot disagree. `set_target("auto" | "cuda" | "emulator")` chooses
+it (`auto`: CUDA when a GPU is present); the choice is fixed once the first gxu tensor is
+allocated, since memory already handed out cannot move.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
+import time
+from typing import Any, ClassVar, Optional, Sequence
 
 import torch
 
-TARGETS = ("auto", "cuda", "emulator")
+from . import perf_model
+from .findings import Finding
+from .spec import HardwareSpec
+from .triton_launch import BinaryLauncher
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # compared and hashed by identity: a cache key
+class KernelLaunch:
+    """One launch in the target's terms: a `@triton.jit` function and its final parameters."""
+    fn: Any
+    name: str
+    grid: tuple[int, int, int]
+    num_warps: int
+    num_stages: Optional[int]  # None: Triton's default
+    meta: dict[str, int]  # constexprs (XBLOCK, YBLOCK, R0_BLOCK)
+    arg_names: tuple[str, ...]
+    written: frozenset[str] = frozenset()  # arguments the kernel stores to
+
+    def with_copies_of_written(self, args: Sequence[Any]) -> list[Any]:
+        """`args` with every written tensor replaced by a copy: timing runs a kernel many
+        times, which must not touch the real outputs (in-place kernels would compound)."""
+        return [a.clone() if isinstance(a, torch.Tensor) and name in self.written else a
+                for name, a in zip(self.arg_names, args)]
+
+    def options(self) -> dict[str, int]:
+        extra = {} if self.num_stages is None else {"num_stages": self.num_stages}
+        return {**self.meta, "num_warps": self.num_warps, **extra}
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What executing one launch taught us (None: the target could not tell)."""
+    findings: list[Finding]
+    facts: Optional[perf_model.LaunchFacts] = None  # counted while running (the emulator)
+    measured_s: Optional[float] = None  # kernel time (CUDA events, GXUSIM_TIMING=1)
+
+
+def timing_enabled() -> bool:
+    return os.environ.get("GXUSIM_TIMING", "0") == "1"
+
+
+class Target:
+    """What a target must answer. Subclasses are stateless; one instance serves the process."""
+
+    name: ClassVar[str]
+    Stream: ClassVar[type]  # torch.cuda.Stream's interface
+    Event: ClassVar[type]  # torch.cuda.Event's interface
+    has_triton_driver: ClassVar[bool]  # Triton compiles for a real GPU here
+    can_time: ClassVar[bool] = False  # `time_launch` measures kernels here
+    accepts_gxu_tensors: ClassVar[bool] = False  # kernels take gxu tensors as they are
+    capability_tuple: ClassVar[tuple[int, int]] = (8, 0)
+
+    @classmethod
+    def available(cls) -> bool:
+        return True
+
+    def backing_device(self) -> torch.device:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on gxu."""
+
+    def current_stream(self) -> Any:
+        raise NotImplementedError
+
+    def default_stream(self) -> Any:
+        raise NotImplementedError
+
+    def stream(self, stream: Any) -> Any:
+        """A context manager making `stream` current."""
+        raise NotImplementedError
+
+    def raw_stream(self) -> int:
+        return 0
+
+    def capability(self) -> tuple[int, int]:
+        return self.capability_tuple
+
+    def total_memory(self) -> int:
+        return 0
+
+    def mem_get_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the memory gxu tensors live in."""
+        raise NotImplementedError
+
+    def memory_reserved(self, allocated: int) -> int:
+        """Bytes the target's allocator holds for gxu (at least `allocated`)."""
+        return allocated
+
+    def empty_cache(self) -> None:
+        """Give cached, unused memory back."""
+
+    def supports_dtype(self, dtype: torch.dtype) -> bool:
+        return True
+
+    def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
+                stream: Optional[int] = None) -> Outcome:
+        """Run the launch (gxu tensors aliased on the backing device unless
+        `accepts_gxu_tensors`), on `stream` (a raw stream handle) where the target has streams."""
+        raise NotImplementedError
+
+    def time_launch(self, launch: KernelLaunch, args: Sequence[Any]) -> float:
+        """Median kernel time in seconds (targets with `can_time` only)."""
+        raise NotImplementedError(f"gxusim target {self.name!r} cannot time kernels")
+
+
+def launch_triton(launch: KernelLaunch, args: Sequence[Any]) -> None:
+    launch.fn[launch.grid](*args, **launch.options())
+
+
+class CudaTarget(Target):
+    name = "cuda"
+    has_triton_driver = True
+    can_time = True
+    accepts_gxu_tensors = True  # gxu memory is CUDA memory: Triton needs only data pointers
+
+    def __init__(self) -> None:
+        self._launchers: dict[KernelLaunch, BinaryLauncher] = {}
+
+    @classmethod
+    def available(cls) -> bool:
+        return torch.cuda.is_available()
+
+    def backing_device(self) -> torch.device:
+        return torch.device("cuda", torch.cuda.current_device())
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    def current_stream(self) -> Any:
+        return torch.cuda.current_stream()
+
+    def raw_stream(self) -> int:
+        return torch.cuda.current_stream().cuda_stream
+
+    def capability(self) -> tuple[int, int]:
+        return torch.cuda.get_device_capability()
+
+    def total_memory(self) -> int:
+        return torch.cuda.get_device_properties().total_memory
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return torch.cuda.mem_get_info()
+
+    def memory_reserved(self, allocated: int) -> int:
+        return max(allocated, torch.cuda.memory_reserved())  # the CUDA caching allocator's
+
+    def empty_cache(self) -> None:
+        torch.cuda.empty_cache()
+
+    Stream = torch.cuda.Stream
+    Event = torch.cuda.Event
+
+    def default_stream(self) -> Any:
+        return torch.cuda.default_stream()
+
+    def stream(self, stream: Any) -> Any:
+        return torch.cuda.stream(stream)
+
+    def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
+                stream: Optional[int] = None) -> Outcome:
+        launcher = self._launchers.get(launch)
+        if launcher is None:
+            launcher = self._launchers[launch] = BinaryLauncher(launch.fn, launch.arg_names,
+                                                                launch.options())
+        launcher(launch.grid, args, self.raw_stream() if stream is None else stream)
+        return Outcome([], measured_s=self.time_launch(launch, args) if timing_enabled() else None)
+
+    def time_launch(self, launch: KernelLaunch, args: Sequence[Any]) -> float:
+        # do_bench records its events around the launches alone, after warm-up, and takes
+        # the median: the kernel's time, not the host's dispatch.
+        import triton.testing
+        copies = launch.with_copies_of_written(args)
+        return triton.testing.do_bench(lambda: launch_triton(launch, copies), warmup=5, rep=20,
+                                       return_mode="median") / 1e3
+
+
+class HostStream:
+    """A stream on a target that runs every kernel to completion when it is launched: work
+    is always finished, so waiting and querying are immediate (torch.cuda.Stream's API)."""
+
+    def __init__(self, device: Any = None, priority: int = 0) -> None:
+        self.priority = priority
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def wait_event(self, event: "HostEvent") -> None:
+        pass
+
+    def record_event(self, event: Optional["HostEvent"] = None) -> "HostEvent":
+        event = event or HostEvent()
+        event.record(self)
+        return event
+
+
+class HostEvent:
+    """An event on a host-synchronous target: recording stamps the host clock."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False) -> None:
+        self.enable_timing = enable_timing
+        self._stamp: Optional[float] = None
+
+    def record(self, stream: Any = None) -> None:
+        self._stamp = time.perf_counter()
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+    def elapsed_time(self, end_event: "HostEvent") -> float:
+        """Milliseconds from this event to `end_event` (both recorded, timing enabled)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time needs events created with enable_timing=True")
+        if self._stamp is None or end_event._stamp is None:
+            raise RuntimeError("elapsed_time needs both events recorded")
+        return (end_event._stamp - self._stamp) * 1e3
+
+
+_HOST_STREAM = HostStream()
+
+
+class EmulatorTarget(Target):
+    name = "emulator"
+    has_triton_driver = False
+    Stream = HostStream
+    Event = HostEvent
+
+    def backing_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def total_memory(self) -> int:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), self.total_memory()
+
+    def current_stream(self) -> Any:
+        return _HOST_STREAM
+
+    def default_stream(self) -> Any:
+        return _HOST_STREAM
+
+    def stream(self, stream: Any) -> Any:
+        return contextlib.nullcontext(stream)
+
+    def supports_dtype(self, dtype: torch.dtype) -> bool:
+        return dtype not in (torch.float64, torch.complex64, torch.complex128)
+
+    def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
+                stream: Optional[int] = None) -> Outcome:
+        if os.environ.get("GXUSIM_EMULATOR", "numba") == "interpreter":
+            if os.environ.get("TRITON_INTERPRET") != "1":
+                raise RuntimeError("GXUSIM_EMULATOR=interpreter needs TRITON_INTERPRET=1 set "
+                                   "before triton is imported")
+            launch_triton(launch, args)
+            return Outcome([])
+        from . import emulator
+        report = emulator.run_launch(launch.fn, launch.grid, args, launch.num_warps, launch.meta,
+                                     compiler_generated=True, arg_names=list(launch.arg_names),
+                                     spec=spec)
+        return Outcome(list(report.findings), report.facts)
+
+
+TARGETS: dict[str, type[Target]] = {cls.name: cls for cls in (CudaTarget, EmulatorTarget)}
+CHOICES = ("auto", *TARGETS)
 
 _lock = threading.Lock()
-_requested: str | None = None
-_resolved: str | None = None
-_frozen_device: torch.device | None = None  # set by the first gxu allocation
+_active: Optional[Target] = None
+_frozen_device: Optional[torch.device] = None  # set by the first gxu allocation
 
 
-def _validate(name: str) -> str:
-    if name not in TARGETS:
-        raise ValueError(f"unknown gxusim target {name!r}; choose one of {TARGETS}")
-    return name
-
-
-def _resolve(name: str) -> str:
+def _resolve(name: str) -> Target:
+    if name not in CHOICES:
+        raise ValueError(f"unknown gxusim target {name!r}; choose one of {CHOICES}")
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "emulator"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("gxusim target 'cuda' needs a CUDA GPU, and torch sees none "
-                           f"(torch {torch.__version__}); use 'emulator' or 'auto'")
-    return name
+        name = CudaTarget.name if CudaTarget.available() else EmulatorTarget.name
+    cls = TARGETS[name]
+    if not cls.available():
+        raise RuntimeError(f"gxusim target {name!r} needs a CUDA GPU, and torch "
+                           f"{torch.__version__} sees none; use 'emulator' or 'auto'")
+    return cls()
 
 
 def set_target(name: str) -> None:
     """Choose the execution target ("auto" | "cuda" | "emulator")."""
-    global _requested, _resolved
-    name = _validate(name)
+    global _active
     with _lock:
         resolved = _resolve(name)
-        if _frozen_device is not None and resolved != _resolved:
-            raise RuntimeError(f"gxusim target is already {_resolved!r} and gxu memory has been "
-                               f"allocated there; set the target before the first gxu tensor "
-                               f"(or with GXUSIM_TARGET)")
-        _requested, _resolved = name, resolved
+        if _frozen_device is not None and _active is not None and resolved.name != _active.name:
+            raise RuntimeError(f"gxusim target is already {_active.name!r} and gxu memory has "
+                               f"been allocated there; set the target before the first gxu "
+                               f"tensor (or with GXUSIM_TARGET)")
+        _active = resolved
+
+
+def active() -> Target:
+    """The active target object (resolved from `GXUSIM_TARGET` on first use)."""
+    global _active
+    if _active is None:
+        with _lock:
+            if _active is None:
+                _active = _resolve(os.environ.get("GXUSIM_TARGET", "auto"))
+    return _active
 
 
 def current_target() -> str:
-    """The resolved target: "cuda" or "emulator"."""
-    global _requested, _resolved
-    with _lock:
-        if _resolved is None:
-            _requested = _validate(os.environ.get("GXUSIM_TARGET", "auto"))
-            _resolved = _resolve(_requested)
-        return _resolved
+    """The active target's name: "cuda" or "emulator"."""
+    return active().name
 
 
 def backing_device() -> torch.device:
-    """The torch device whose memory backs gxu tensors on the current target."""
+    """The torch device whose memory backs gxu tensors on the active target."""
     # Once memory is handed out it stays where it is; this is also every eager op's fast path.
     if _frozen_device is not None:
         return _frozen_device
-    return torch.device("cuda", torch.cuda.current_device()) if current_target() == "cuda" \
-        else torch.device("cpu")
+    return active().backing_device()
 
 
 def freeze() -> torch.device:

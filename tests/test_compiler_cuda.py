@@ -38,17 +38,20 @@ def test_autotune_times_only_valid_configs_and_caches_on_disk(tmp_path, monkeypa
     try:
         model, _ = CASES["mul_relu"].build("gxu")
         compiled = torch.compile(model, dynamic=True)
-        for n, corrupt_after in ((4096, True), (8192, False)):
+        corrupted = None
+        for n in (4096, 8192, 4096):
             gxusim.clear_launches()
             x = torch.randn(n, device="gxu")
             torch.testing.assert_close(compiled(x).cpu(), model(x.cpu()))
             (launch,) = gxusim.launches()
             assert launch.grid[0] <= 32 and launch.num_warps <= 16
-            (cache_file,) = (tmp_path / "autotune").glob("*.json")
-            if corrupt_after:
-                cache_file.write_text("{not json")  # must be ignored and rewritten
-        entries = json.loads(cache_file.read_text())
-        assert any("8192" in key for key in entries)
+            assert "autotune" in launch.rules["all"]
+            if corrupted is None:
+                (corrupted,) = (tmp_path / "autotune").glob("*.json")
+                corrupted.write_text("{not json")  # must be ignored and rewritten
+        assert len(list((tmp_path / "autotune").glob("*.json"))) == 2  # one per size signature
+        entry = json.loads(corrupted.read_text())
+        assert entry["plan"]["num_warps"] <= 16 and entry["timed"] > 1
     finally:
         gxusim.use_heuristics("gxu")
 

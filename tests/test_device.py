@@ -302,3 +302,47 @@ def test_cuda_target_without_gpu_is_a_clear_error() -> None:
 def test_unknown_target_names_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown gxusim target 'tpu'.*emulator"):
         gxusim.set_target("tpu")
+
+
+def test_streams_and_events_have_torch_cuda_semantics() -> None:
+    stream = torch.gxu.Stream()
+    with torch.gxu.stream(stream):
+        start, end = torch.gxu.Event(enable_timing=True), torch.gxu.Event(enable_timing=True)
+        start.record()
+        y = torch.randn(256, 256, device="gxu") @ torch.randn(256, 256, device="gxu")
+        end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 0.0
+    stream.synchronize()
+    torch.gxu.current_stream().wait_stream(stream)
+    assert y.shape == (256, 256)
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        torch.gxu.Event().elapsed_time(torch.gxu.Event())
+
+
+def test_memory_queries() -> None:
+    x = torch.empty(1 << 20, device="gxu")
+    free, total = torch.gxu.mem_get_info()
+    assert 0 < free <= total
+    assert torch.gxu.memory_reserved() >= torch.gxu.memory_allocated() >= x.nbytes
+    torch.gxu.empty_cache()  # callable on every target
+    assert x.device.type == "gxu"
+
+
+def test_autocast_casts_like_cuda_and_trains() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4)).to("gxu")
+    x = torch.randn(8, 16, device="gxu")
+    assert torch.bfloat16 in torch.gxu.get_amp_supported_dtype()
+    with torch.autocast("gxu", dtype=torch.bfloat16):
+        hidden = model[0](x)
+        normed = model[1](hidden)
+        out = model[2](normed)
+        probabilities = out.softmax(-1)
+    assert (hidden.dtype, normed.dtype, out.dtype, probabilities.dtype) == \
+        (torch.bfloat16, torch.float32, torch.bfloat16, torch.float32)
+    probabilities.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        reference = model[0].cpu()(x.cpu())
+    torch.testing.assert_close(hidden.cpu(), reference, rtol=2e-2, atol=2e-2)

@@ -1,4 +1,4 @@
-"""Emulator outputs against Triton's interpreter on the kernel suite (tests/kernels)."""
+"""Emulator outputs against the reference (the GPU, else Triton's interpreter) on the kernel suite."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import torch
 
 import gxusim.emulator as emu
 from kernels import planted, pointwise, reductions
-from kernels.reference import run_interpreter
+from kernels.reference import run_reference
 
 
 def _cases() -> dict:
@@ -59,7 +59,7 @@ def reference() -> dict:
     cases = [{k: v for k, v in CASES[n].items() if k != "atol"} for n in names]
     for c in cases:
         c["args"] = [a.clone() if isinstance(a, torch.Tensor) else a for a in c["args"]]
-    return dict(zip(names, run_interpreter(cases)))
+    return dict(zip(names, run_reference(cases)))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -93,3 +93,11 @@ def test_narrow_casts_round_to_nearest_even() -> None:
     assert torch.equal(o16, h * h + h)
     assert torch.equal(obf, (x * 3).to(torch.bfloat16))
     assert torch.equal(oint, (x * 100).to(torch.int64))
+
+
+def test_float_remainder_is_fmod() -> None:
+    x = torch.linspace(-10, 10, 301)
+    out = torch.empty_like(x)
+    report = emu.emulate(pointwise.float_mod, (3,), x, out, x.numel(), XBLOCK=128)
+    assert report.ok, report.findings
+    torch.testing.assert_close(out, torch.fmod(x, 3.0), rtol=0, atol=1e-6)

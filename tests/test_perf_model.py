@@ -4,11 +4,11 @@ import math
 import pytest
 
 import gxusim
-from gxusim.perf_model import LaunchProfile, blocks_per_sm, fit, predict_seconds
+from gxusim.perf_model import LaunchFacts, blocks_per_sm, fit, predict_seconds
 
 N = 100_000_000  # the seed's fp32 out = x + y: 12 bytes per element
 
-# Measured on an H200 (../shared/notes/gpu-machine.md and seed/DIGEST.md):
+# Measured on an H200 (docs/gpu-measurements.md):
 # (XBLOCK, num_warps, programs, milliseconds)
 H200_CAPPED = [(1024, 4, 32, 1.70), (2048, 8, 32, 0.94), (4096, 16, 32, 0.55),
                (8192, 16, 32, 0.50), (1024, 4, 97657, 0.281), (4096, 16, 132, 0.29)]
@@ -16,8 +16,8 @@ H200_CAPPED = [(1024, 4, 32, 1.70), (2048, 8, 32, 0.94), (4096, 16, 32, 0.55),
 
 def _profile(spec, xblock, warps, programs, numel=N):
     tiles = math.ceil(numel / xblock)
-    return LaunchProfile(12 * numel, programs, math.ceil(tiles / programs),
-                         blocks_per_sm(spec, warps), xblock / (warps * spec.warp_size))
+    return LaunchFacts(programs, warps, math.ceil(tiles / programs), xblock, 12 * numel,
+                       blocks_per_sm(spec, warps))
 
 
 @pytest.mark.parametrize("preset", ["h200", "gxu-on-h200"])
@@ -54,7 +54,7 @@ def test_fit_refuses_too_few_samples():
 
 
 def test_a_program_that_cannot_be_resident_never_finishes():
-    assert predict_seconds(LaunchProfile(1e6, 32, 4, 0), gxusim.load_spec("gxu")) == math.inf
+    assert predict_seconds(LaunchFacts(32, 4, 4, 1024, 1e6, 0), gxusim.load_spec("gxu")) == math.inf
 
 
 def test_negative_memory_latency_is_a_spec_error():

@@ -1,12 +1,22 @@
 """The GXU emulator: runs @triton.jit kernels on the CPU (numba) and checks their tiling.
 
-Modules, one job each: `frontend` (Triton AST -> typed block IR), `backend` (IR ->
-cached numba code), `runtime` (helpers the generated code calls), `checks` (records ->
-findings), `occupancy` (layout, transactions, occupancy, time), `api` (`emulate`,
-`run_launch`, `EmulationReport`), `cli` (`gxusim emulate`).
+Modules, one job each, in pipeline order:
+- front end: `source` (kernel text, AST, hash), `ir` (the IR types), `ops` (op semantics
+  tables and dtype rules), `block_ops` (IR-building primitives), `builder` and
+  `expressions` (the AST interpreter -> IR: statements; expressions and calls),
+  `tl_library` and `tl_reductions` (the `tl.*` / triton_helpers functions the builder
+  runs), `tile_loop` (which loops iterate over tiles);
+- back end: `planner` (fusion into groups), `emitter` (numba source), `module_cache`
+  (source -> loaded module, disk cache), `runtime` (helpers the generated code calls),
+  `dtypes` (Triton dtypes in numba);
+- a launch: `arguments` (binding, buffers), `specialisation` (compile cache),
+  `execution` (records, running the grid), `checks` (records -> findings), `occupancy`
+  (layout, transactions, registers, occupancy), `analysis` (records -> report and
+  `LaunchFacts`), `report` (`EmulationReport`, `EmulationError`), `api` (`emulate`,
+  `run_launch`), `cli` (`gxusim emulate`).
 """
 from .api import EmulationError, EmulationReport, emulate, run_launch
 from .cli import cli_main
-from .frontend import Unsupported
+from .ir import Unsupported
 
 __all__ = ["EmulationError", "EmulationReport", "Unsupported", "cli_main", "emulate", "run_launch"]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..findings import Finding
-from .frontend import Site
+from .ir import Site
 from .runtime import merge_tracking
 
 _OUTPUT_ARG = re.compile(r"^(in_)?out_ptr\d*$")

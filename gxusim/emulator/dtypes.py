@@ -20,8 +20,6 @@ ALL = (BOOL, *FLOATS, *SIGNED, *UNSIGNED)
 COMPUTE = {BOOL: "np.bool_", "fp16": "np.float32", "bf16": "np.float32", "fp32": "np.float32",
            "fp64": "np.float64", **{n: f"np.{n}" for n in SIGNED}, **{n: f"np.{n}" for n in UNSIGNED}}
 COMPUTE_NP = {name: getattr(np, spelling[3:]) for name, spelling in COMPUTE.items()}
-# numpy dtype of a buffer of this element type as the kernel's memory holds it.
-STORAGE_NP = {**COMPUTE_NP, "fp16": np.uint16, "bf16": np.uint16}
 
 TORCH_TO_TL = {
     torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",

@@ -22,8 +22,8 @@ from the kernel's peak live block values (elements per thread x 32-bit words liv
 once + 16 for addresses and scalars, clamped to max_regs_per_thread) unless a compiled
 kernel's `n_regs` is given. Waves = ceil(programs / (blocks_per_sm x sm_count)).
 
-Time. `predict_seconds` hands the sector traffic, grid, tiles per program and occupancy
-to gxusim's performance model (gxusim/perf_model.py).
+Resources. `live_words` and `smem_bytes` read the planned kernel (its fused groups and
+reductions) for the register and shared-memory estimates above.
 """
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ from typing import Optional
 
 import numpy as np
 
-from .. import perf_model
 from ..spec import HardwareSpec
+from . import dtypes as D
+from .ir import Reduce, Val, walk
+from .planner import Group, base_reads, operands
 
 REGISTER_OVERHEAD = 16
 SECTOR_BYTES = 32
@@ -140,10 +142,31 @@ def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread
                      waves, idle_lane_fraction(block_shape, num_warps, spec.warp_size))
 
 
-def predict_seconds(traffic_bytes: float, programs: int, tiles_per_program: int,
-                    block_elements: int, num_warps: int, occ: Occupancy,
-                    spec: HardwareSpec) -> float:
-    """The emulated launch's time under gxusim's performance model (gxusim/perf_model.py)."""
-    return perf_model.predict_seconds(perf_model.LaunchProfile(
-        traffic_bytes, programs, tiles_per_program, occ.blocks_per_sm,
-        block_elements / (num_warps * spec.warp_size)), spec)
+def live_words(units: list) -> list[tuple[int, int]]:
+    """(block elements, 32-bit words of the block values it touches) per fused loop."""
+    out = []
+    for g in walk(units):
+        if isinstance(g, Group) and g.shape:
+            vals = {}
+            for s in g.items:
+                if isinstance(s, Val):
+                    vals[s.id] = s
+                for op in operands(s):
+                    for b, _ in base_reads(op):
+                        if b.shape and b.op not in ("const", "arange"):
+                            vals[b.id] = b
+            words = sum(2 if D.bits(v.dtype) > 32 else 1 for v in vals.values())
+            out.append((math.prod(g.shape), words))
+    return out
+
+
+def smem_bytes(units: list, num_warps: int) -> int:
+    """Cross-warp scratch: one 32-bit word per warp for each reduced row (a reduction's
+    output element, or a scan's row: a scan exchanges one partial per warp and row)."""
+    def rows(r: Reduce, output: Val) -> int:
+        shape = r.inputs[0].shape
+        return math.prod(s for d, s in enumerate(shape) if d not in r.axes) if r.scan \
+            else math.prod(output.shape)
+    return max((rows(r, o) * num_warps * 4 for r in walk(units)
+                if isinstance(r, Reduce) for o in r.outputs), default=0)
+

@@ -119,3 +119,21 @@ def embedding(in_ptr0, in_ptr1, out_ptr0, xnumel, DIM: tl.constexpr, XBLOCK: tl.
     tl.device_assert(((0 <= tmp0) & (tmp0 < 64)) | ~(xmask), "index out of bounds: 0 <= tmp0 < 64")
     tmp1 = tl.load(in_ptr1 + (x0 + DIM * tmp0), xmask)
     tl.store(out_ptr0 + (xindex), tmp1, xmask)
+
+
+@triton.jit
+def int_isnan(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    # libdevice.isnan has fp32/fp64 versions only: Triton cannot compile it on integers
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    x = tl.load(in_ptr0 + xindex, xmask)
+    tl.store(out_ptr0 + xindex, libdevice.isnan(x).to(tl.int8), xmask)
+
+
+@triton.jit
+def float_mod(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    # float % is LLVM frem: C fmod, the result takes the dividend's sign
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    x = tl.load(in_ptr0 + xindex, xmask)
+    tl.store(out_ptr0 + xindex, x % 3.0, xmask)

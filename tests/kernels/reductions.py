@@ -145,3 +145,19 @@ def row_reverse_cumprod(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
         x = tl.load(in_ptr0 + rows * rnumel + cols, mask, other=1.0)
         tl.store(out_ptr0 + rows * rnumel + cols, tl.associative_scan(x, 1, _mul, reverse=True),
                  mask)
+
+
+@triton.jit
+def row_arg_extremes(in_ptr0, out_ptr0, out_ptr1, out_ptr2, out_ptr3, out_ptr4, xnumel,
+                     R0_BLOCK: tl.constexpr, XBLOCK: tl.constexpr):
+    # one tile of XBLOCK whole rows (R0_BLOCK = row length): argmax/argmin with both tie rules
+    xs = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xs < xnumel
+    r0 = tl.arange(0, R0_BLOCK)[None, :]
+    x = tl.load(in_ptr0 + (r0 + R0_BLOCK * xs[:, None]), xmask[:, None], other=0.0)
+    tl.store(out_ptr0 + xs, tl.argmax(x, 1), xmask)
+    tl.store(out_ptr1 + xs, tl.argmax(x, 1, tie_break_left=False), xmask)
+    tl.store(out_ptr2 + xs, tl.argmin(x, 1), xmask)
+    tl.store(out_ptr3 + xs, tl.argmin(x, 1, tie_break_left=False), xmask)
+    _, index = tl.max(x, 1, return_indices=True, return_indices_tie_break_left=False)
+    tl.store(out_ptr4 + xs, index, xmask)

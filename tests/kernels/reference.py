@@ -1,8 +1,11 @@
-"""Triton's interpreter as the reference: run launches in a subprocess with TRITON_INTERPRET=1.
+"""The reference the emulator is compared with: the real GPU where there is one, else
+Triton's interpreter.
 
-Interpreter mode is chosen when `triton.jit` decorates, so it needs a fresh process
-(in-process `InterpretedFunction` cannot call the standard library's jit functions).
-Works on triton 3.6 and 3.9.
+On a GPU machine the same kernels are launched by Triton on CUDA (there, Triton 3.6 with
+numpy 2.5, the interpreter crashes on capped kernels). Without a GPU they run in a
+subprocess with TRITON_INTERPRET=1: interpreter mode is chosen when `triton.jit`
+decorates, so it needs a fresh process (in-process `InterpretedFunction` cannot call the
+standard library's jit functions). Works on triton 3.6 and 3.9.
 """
 import importlib
 import os
@@ -18,9 +21,11 @@ import triton.language as tl
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
-def run_interpreter(cases: list) -> list:
+def run_reference(cases: list) -> list:
     """cases: dicts of module, kernel, grid, args, constexprs; returns each case's tensor args
-    after the launch."""
+    (on the CPU) after the launch."""
+    if torch.cuda.is_available():
+        return _run_on_gpu(cases)
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "cases.pt", Path(tmp) / "out.pt"
         torch.save(cases, src)
@@ -48,16 +53,26 @@ def _patch_libdevice() -> None:
     libdevice.rsqrt = _rsqrt
 
 
+def _launch_all(cases: list, device: str) -> list:
+    results = []
+    for case in cases:
+        kernel = getattr(importlib.import_module(f"kernels.{case['module']}"), case["kernel"])
+        args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in case["args"]]
+        kernel[tuple(case["grid"])](*args, **case["constexprs"])
+        results.append([a.cpu() for a in args if isinstance(a, torch.Tensor)])
+    return results
+
+
+def _run_on_gpu(cases: list) -> list:
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    return _launch_all(cases, "cuda")
+
+
 def _main(src: str, dst: str) -> None:
     sys.path.insert(0, str(TESTS_DIR))
     _patch_libdevice()
-    results = []
-    for case in torch.load(src):
-        kernel = getattr(importlib.import_module(f"kernels.{case['module']}"), case["kernel"])
-        args = case["args"]
-        kernel[tuple(case["grid"])](*args, **case["constexprs"])
-        results.append([a for a in args if isinstance(a, torch.Tensor)])
-    torch.save(results, dst)
+    torch.save(_launch_all(torch.load(src), "cpu"), dst)
 
 
 if __name__ == "__main__":

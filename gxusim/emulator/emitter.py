@@ -1,37 +1,31 @@
-"""Back end: kernel IR -> Python source of numba functions, compiled and cached.
+"""The code emitter: planned kernel IR -> Python source of numba functions.
 
 One generated module per kernel specialisation holds `_program` (one program instance:
-its tile loops, with every block operation fused into scalar loops over block elements)
-and `launch` (prange over contiguous chunks of programs, one chunk per thread). Block
-values live in registers inside a fused loop ("group") and are written to an array only
-when a later group, a reduction or a view reads them.
+its tile loops, with every fused group written as scalar loops over block elements) and
+`launch` (prange over contiguous chunks of programs, one chunk per thread). Block values
+live in registers inside a group and are written to an array only when the planner says
+a later group, a reduction or a view reads them.
 
 Every memory access is guarded: a masked-off lane does nothing, an unmasked lane outside
-the argument's storage is recorded (program, site, offset) and skipped. With checks on,
-each store (and each load of a stored-to storage) records the first two distinct
-programs per element in per-thread arrays, which `runtime.merge_tracking` combines
-exactly afterwards, so the parallel run stays race-free.
-
-The generated source is keyed by its own hash: modules are written to the cache dir
-(`$GXUSIM_CACHE_DIR` or `~/.cache/gxusim/emulator`) and imported, and numba's
-`cache=True` keeps the machine code there, so a second process does not pay the JIT.
+the argument's storage is recorded (program, site, offset) and skipped. Per program and
+access site the code counts the executions (`site_runs`) and the lanes that moved data
+(`sites`). With checks on, each store (and each load of a stored-to storage) records the
+first two distinct programs per element in per-thread arrays, which
+`runtime.merge_tracking` combines exactly afterwards, so the parallel run stays race-free.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.util
 import math
-import os
-import sys
-import threading
-from pathlib import Path
 from typing import Any, Optional
 
 from . import dtypes as D
-from .frontend import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, walk
+from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, walk
+from .module_cache import runtime_hash
+from .planner import Group, Planner
 
-_RUNTIME_FILES = ("runtime.py", "backend.py", "dtypes.py")
+# The per-launch record arrays every generated kernel takes last, in this order.
+RECORD_PARAMS = ("tiles", "oob", "sites", "site_runs", "samp_off", "samp_mask", "samp_flag")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,112 +35,6 @@ class Layout:
     checks: bool  # record stores/loads for conflict, race and coverage checks
     program_dtype: str  # smallest signed int holding every program id (tracking arrays)
 
-
-@dataclasses.dataclass
-class Group:
-    shape: tuple
-    items: list = dataclasses.field(default_factory=list)
-    pre: list = dataclasses.field(default_factory=list)
-    defined: set = dataclasses.field(default_factory=set)  # Val ids computed here
-    view_reads: set = dataclasses.field(default_factory=set)  # Val ids read through a view
-    phis_set: set = dataclasses.field(default_factory=set)
-    loads: set = dataclasses.field(default_factory=set)  # alias classes loaded
-    stores: set = dataclasses.field(default_factory=set)
-
-
-def item_shape(s: Any) -> tuple:
-    if isinstance(s, Store):
-        return s.shape
-    if isinstance(s, PhiSet):
-        return s.phi.shape
-    return s.shape
-
-
-def operands(s: Any) -> list:
-    if isinstance(s, Store):
-        return [s.offset, s.value] + ([s.mask] if s.mask is not None else [])
-    if isinstance(s, PhiSet):
-        return [s.src]
-    return [a for a in s.args if a is not None]
-
-
-def base_reads(v: Val, via_view: bool = False):
-    """(Val, read through a view?) for the value behind each operand."""
-    if v.op == "view":
-        yield from base_reads(v.args[0], True)
-    else:
-        yield v, via_view
-
-
-class Planner:
-    """Splits statement lists into fused groups and decides which values need arrays."""
-
-    def __init__(self, alias: dict):
-        self.alias = alias  # pointer arg -> alias class
-        self.def_group: dict = {}
-        self.materialize: set = set()
-
-    def plan(self, stmts: list) -> list:
-        units, cur = [], None
-        for s in stmts:
-            if isinstance(s, (Store, PhiSet)) or (isinstance(s, Val) and s.op in ("ew", "load")):
-                shape = item_shape(s)
-                if shape == () and cur is not None and cur.shape != () and \
-                        isinstance(s, Val) and s.op == "ew":
-                    cur.pre.append(s)  # a pure scalar op: hoist it out of the block loop
-                    self.def_group[s.id] = None
-                    continue
-                if cur is None or cur.shape != shape or self.hazard(cur, s):
-                    cur = Group(shape)
-                    units.append(cur)
-                self.add(cur, s)
-            else:
-                cur = None
-                if isinstance(s, Loop):
-                    s.body = self.plan(s.body)
-                elif isinstance(s, If):
-                    s.then, s.orelse = self.plan(s.then), self.plan(s.orelse)
-                elif isinstance(s, Reduce):
-                    s.body = self.plan(s.body)
-                    for v in s.inputs:
-                        for b, _ in base_reads(v):
-                            self.need_array(b, None)
-                units.append(s)
-        return units
-
-    def hazard(self, g: Group, s: Any) -> bool:
-        for op in operands(s):
-            for b, via_view in base_reads(op):
-                if via_view and (b.id in g.defined or b.id in g.phis_set):
-                    return True
-        if isinstance(s, PhiSet) and s.phi.id in g.view_reads:
-            return True
-        if isinstance(s, Val) and s.op == "load" and self.alias[s.attrs["base"]] in g.stores:
-            return True
-        return isinstance(s, Store) and self.alias[s.base] in g.loads
-
-    def add(self, g: Group, s: Any) -> None:
-        g.items.append(s)
-        for op in operands(s):
-            for b, via_view in base_reads(op):
-                if via_view:
-                    g.view_reads.add(b.id)
-                if b.id not in g.defined:
-                    self.need_array(b, g)
-        if isinstance(s, Val):
-            g.defined.add(s.id)
-            self.def_group[s.id] = g
-            if s.op == "load":
-                g.loads.add(self.alias[s.attrs["base"]])
-        elif isinstance(s, Store):
-            g.stores.add(self.alias[s.base])
-        else:
-            g.phis_set.add(s.phi.id)
-
-    def need_array(self, v: Val, reader: Optional[Group]) -> None:
-        if v.shape != () and v.op in ("ew", "load"):
-            if reader is None or self.def_group.get(v.id) is not reader:
-                self.materialize.add(v.id)
 
 
 class Emitter:
@@ -272,6 +160,7 @@ class Emitter:
             self.item_code(s, g, idx, inner, counters)
         for k, (cnt, smp) in counters.items():
             self.w(depth, f"sites[p, {k}] += {cnt}")
+            self.w(depth, f"site_runs[p, {k}] += 1")
             if self.layout.checks:
                 self.w(depth, f"if {smp}:")
                 self.w(depth + 1, f"samp_flag[{k}] = 1")
@@ -442,34 +331,6 @@ class Emitter:
         results = ", ".join(self.read(res, [], None) for res in r.results)
         self.w(depth + 1, f"{', '.join(self.name(a) for a in acc)} = {results}")
         write_outputs(position(t), depth + 1)
-
-    def live_words(self) -> list[tuple[int, int]]:
-        """(block elements, 32-bit words of the block values it touches) per fused loop."""
-        out = []
-        for g in walk(self.units):
-            if isinstance(g, Group) and g.shape:
-                vals = {}
-                for s in g.items:
-                    if isinstance(s, Val):
-                        vals[s.id] = s
-                    for op in operands(s):
-                        for b, _ in base_reads(op):
-                            if b.shape and b.op not in ("const", "arange"):
-                                vals[b.id] = b
-                words = sum(2 if D.bits(v.dtype) > 32 else 1 for v in vals.values())
-                out.append((math.prod(g.shape), words))
-        return out
-
-    def smem_bytes(self, num_warps: int) -> int:
-        """Cross-warp scratch: one 32-bit word per warp for each reduced row (a reduction's
-        output element, or a scan's row: a scan exchanges one partial per warp and row)."""
-        def rows(r: Reduce, output: Val) -> int:
-            shape = r.inputs[0].shape
-            return math.prod(s for d, s in enumerate(shape) if d not in r.axes) if r.scan \
-                else math.prod(output.shape)
-        return max((rows(r, o) * num_warps * 4 for r in walk(self.units)
-                    if isinstance(r, Reduce) for o in r.outputs), default=0)
-
     # ---------------------------------------------------------------- module
     def params(self) -> list[tuple[str, str]]:
         """(kind, arg) for each runtime parameter, in order (the caller builds the values)."""
@@ -485,8 +346,7 @@ class Emitter:
                     out += [("w1", name), ("w2", name)]
                 if name in self.layout.track_reads:
                     out += [("r1", name), ("r2", name)]
-        return out + [("tiles", ""), ("oob", ""), ("sites", ""), ("samp_off", ""),
-                      ("samp_mask", ""), ("samp_flag", "")]
+        return out + [(kind, "") for kind in RECORD_PARAMS]
 
     @staticmethod
     def param_name(kind: str, arg: str) -> str:
@@ -505,7 +365,7 @@ class Emitter:
         program_args = [f"{n}[c]" if k in per_thread else n for (k, a), n in zip(params, names)]
         pdt = self.layout.program_dtype
         head = [
-            f"# gxusim emulator: kernel {self.kir.name}; runtime {_runtime_hash()}",
+            f"# gxusim emulator: kernel {self.kir.name}; runtime {runtime_hash()}",
             "from numba import njit, prange",
             "from gxusim.emulator.runtime import *",
             "",
@@ -533,47 +393,9 @@ class Emitter:
         return "\n".join(head + body + launch)
 
 
-def _runtime_hash() -> str:
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for name in _RUNTIME_FILES:
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:12]
-
 
 def generate(kir: KernelIR, layout: Layout, alias: dict) -> Emitter:
     """The emitter of one specialisation, its module source generated (`.source`)."""
     emitter = Emitter(kir, layout, alias)
     emitter.source = emitter.module()
     return emitter
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("GXUSIM_CACHE_DIR")
-    path = Path(root) / "emulator" if root else Path.home() / ".cache" / "gxusim" / "emulator"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-_modules: dict[str, Any] = {}
-_lock = threading.Lock()
-
-
-def load(source: str) -> Any:
-    """The compiled `launch` of a generated module (memory cache, then disk, then write)."""
-    key = hashlib.sha256(source.encode()).hexdigest()[:24]
-    with _lock:
-        if key in _modules:
-            return _modules[key]
-        path = cache_dir() / f"k_{key}.py"
-        if not path.exists() or path.read_text() != source:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(source)
-            os.replace(tmp, path)  # atomic: concurrent processes see a whole file
-        name = f"gxusim_emulated_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _modules[key] = module.launch
-        return module.launch

@@ -1,0 +1,298 @@
+"""Launch planning: from a kernel's shape, its sizes and a policy to a launch plan within the spec.
+
+A leaf of the compiler: it knows kernels only through `KernelShape` (read from the
+`@triton.jit` signature) and policies only through the `Heuristics` interface.
+
+* `plan_launch`: the policy's answers (or, for a policy that measures, its `search` over
+  `candidate_plans`), each passed through the spec clamp `resolve_*`: non-powers of two are
+  rejected, warps and grid are clamped to the active spec, and every parameter carries the
+  rule that decided it (the decision log). Grid-capped kernels loop over tiles, so any
+  grid from 1 to the tile count computes the whole output.
+* `candidate_plans`: every legal config of a kernel worth trying; autotune and the
+  capped-ceiling benchmark search the same space.
+* `LaunchPlan.facts`: what the plan alone tells the performance model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import re
+from typing import Any, Callable, Optional
+
+import torch
+
+from gxusim import perf_model
+from gxusim.kernel_args import NUMEL_ARGS
+from gxusim.spec import HardwareSpec
+
+from .heuristics import Heuristics, cdiv
+
+# Names the Inductor kernel signature uses for block constexprs (sizes: NUMEL_ARGS).
+BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
+# A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
+# reductions' XBLOCK = 1.
+_STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
+                           re.MULTILINE)
+MAX_BLOCK_ELEMENTS = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelShape:
+    """What a kernel's signature says about its launch: which sizes and blocks it takes."""
+    name: str
+    runtime_args: tuple[str, ...]  # positional (non-constexpr) parameters, in order
+    block_params: tuple[str, ...]  # constexpr block sizes the launcher must pass
+    static_blocks: dict[str, int]  # block sizes fixed in the body, not launch parameters
+    source: str = ""  # the kernel's Python source (names it in search caches)
+
+    @property
+    def numel_args(self) -> tuple[tuple[str, int], ...]:
+        """(name, position) of each size argument."""
+        return tuple((name, position) for position, name in enumerate(self.runtime_args)
+                     if name in NUMEL_ARGS)
+
+    @property
+    def is_reduction(self) -> bool:
+        return "r0_numel" in self.runtime_args
+
+    @property
+    def is_2d(self) -> bool:
+        return "YBLOCK" in self.block_params
+
+
+def kernel_shape(fn: Any, name: str) -> KernelShape:
+    """Read a `@triton.jit` kernel's signature (JITFunction or, under TRITON_INTERPRET, its
+    InterpretedFunction: both wrap the Python function as `.fn`)."""
+    python_fn = fn.fn
+    params = inspect.signature(python_fn).parameters.values()
+    constexpr = {p.name for p in params if "constexpr" in str(p.annotation)}
+    runtime = tuple(p.name for p in params if p.name not in constexpr)
+    blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
+    source = inspect.getsource(python_fn)
+    static = {block: int(size) for block, size in _STATIC_BLOCK.findall(source)}
+    return KernelShape(name, runtime, blocks, static, source)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    meta: dict[str, int]  # constexprs passed to the kernel (XBLOCK, YBLOCK, R0_BLOCK)
+    num_warps: int
+    programs: int
+    n_tiles: int
+    rules: dict[str, str]
+    num_stages: Optional[int] = None  # None: Triton's default
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.programs, 1, 1)
+
+    @property
+    def tiles_per_program(self) -> int:
+        return cdiv(self.n_tiles, self.programs)
+
+    def tile_elements(self, shape: KernelShape, numels: dict[str, int]) -> int:
+        """Block elements one tile issues: its blocks (a persistent reduction's fixed R0_BLOCK
+        included) times the chunks a looped reduction walks through."""
+        blocks = {**self.meta, **shape.static_blocks}
+        chunks = cdiv(numels["r0_numel"], self.meta["R0_BLOCK"]) if "R0_BLOCK" in self.meta else 1
+        return math.prod(blocks.values()) * chunks
+
+    def facts(self, shape: KernelShape, numels: dict[str, int], bytes_moved: float,
+              spec: HardwareSpec) -> perf_model.LaunchFacts:
+        """The launch as the performance model sees it without running it: `bytes_moved`
+        from the arguments' sizes, and warps alone limiting residency."""
+        return perf_model.LaunchFacts(
+            self.programs, self.num_warps, self.tiles_per_program,
+            self.tile_elements(shape, numels), bytes_moved,
+            perf_model.blocks_per_sm(spec, self.num_warps))
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- the spec clamp: every policy's answer passes through here -----------------------------
+
+class PolicyError(ValueError):
+    """A policy returned something no launch can use (names the policy, method and value)."""
+
+
+def _block(policy: Heuristics, method: str, value: object, limit: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1 or value & (value - 1):
+        raise PolicyError(f"policy {policy.name!r}: {method} returned {value!r}; block sizes must "
+                          f"be positive powers of two (tl.arange needs them)")
+    if value > limit:
+        raise PolicyError(f"policy {policy.name!r}: {method} returned {value}, over Triton's "
+                          f"largest block of {limit} elements")
+    return value
+
+
+def resolve_block(policy: Heuristics, method: str, value: object) -> int:
+    return _block(policy, method, value, MAX_BLOCK_ELEMENTS)
+
+
+def resolve_num_warps(policy: Heuristics, value: object, spec: HardwareSpec) -> tuple[int, str]:
+    """(num_warps, rule): power of two required; clamped to spec.max_num_warps."""
+    warps = _block(policy, "num_warps", value, 1 << 10)
+    if warps > spec.max_num_warps:
+        return spec.max_num_warps, (f"{policy.name} chose {warps}, clamped to max_num_warps="
+                                    f"{spec.max_num_warps} of spec {spec.name}")
+    return warps, f"{policy.name}"
+
+
+def resolve_grid(policy: Heuristics, value: object, n_tiles: int, spec: HardwareSpec
+                 ) -> tuple[int, str]:
+    """(programs, rule): a 1D grid of at least one program, clamped to spec.max_grid and to
+    the tile count (extra programs would have no tile to work on)."""
+    dims = (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
+    if not dims or any(not isinstance(d, int) or d < 1 for d in dims):
+        raise PolicyError(f"policy {policy.name!r}: get_grid returned {value!r}; expected a tuple "
+                          f"of positive ints")
+    programs = math.prod(dims)
+    rule = policy.name
+    if programs > spec.max_grid:
+        rule = f"{policy.name} chose {programs}, clamped to max_grid={spec.max_grid} of spec {spec.name}"
+        programs = spec.max_grid
+    if programs > n_tiles:
+        rule = f"{policy.name} chose {programs}, clamped to the {n_tiles} tiles"
+        programs = n_tiles
+    return max(1, programs), rule
+
+
+def _policy_call(policy: Heuristics, method: str, *args: Any) -> Any:
+    """A policy method's answer; an exception inside the policy is reported as the policy's."""
+    try:
+        return getattr(policy, method)(*args)
+    except PolicyError:
+        raise
+    except Exception as error:
+        raise PolicyError(f"policy {policy.name!r}: {method}{args} raised "
+                          f"{type(error).__name__}: {error}") from error
+
+
+# --- planning ------------------------------------------------------------------------------
+
+def _tiles(shape: KernelShape, numels: dict[str, int], blocks: dict[str, int]) -> int:
+    tiles = cdiv(numels.get("xnumel", 1), blocks["XBLOCK"])
+    if shape.is_2d:
+        tiles *= cdiv(numels["ynumel"], blocks["YBLOCK"])
+    return max(1, tiles)
+
+
+def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
+              policy: Heuristics, spec: HardwareSpec) -> LaunchPlan:
+    """The policy's four answers, clamped by the spec."""
+    xnumel = numels.get("xnumel", 1)
+    rules: dict[str, str] = {}
+    meta: dict[str, int] = {}
+    if shape.is_reduction:
+        choice = _policy_call(policy, "select_reduction", xnumel, numels["r0_numel"], dtype)
+        meta["XBLOCK"] = shape.static_blocks.get("XBLOCK") or \
+            resolve_block(policy, "select_reduction (xblock)", choice.xblock)
+        if "R0_BLOCK" in shape.block_params:
+            meta["R0_BLOCK"] = resolve_block(policy, "select_reduction (rblock)", choice.rblock)
+            rules["R0_BLOCK"] = f"{policy.name}.select_reduction (looped reduction)"
+        rules["XBLOCK"] = "fixed by the kernel" if "XBLOCK" in shape.static_blocks else \
+            f"{policy.name}.select_reduction"
+        requested_warps = choice.num_warps
+    elif shape.is_2d:
+        xblock, yblock = _policy_call(policy, "select_tile_2d", xnumel, numels["ynumel"], dtype)
+        meta["XBLOCK"] = resolve_block(policy, "select_tile_2d (xblock)", xblock)
+        meta["YBLOCK"] = resolve_block(policy, "select_tile_2d (yblock)", yblock)
+        rules["XBLOCK"] = rules["YBLOCK"] = f"{policy.name}.select_tile_2d"
+        requested_warps = _policy_call(policy, "select_num_warps", meta["XBLOCK"] * meta["YBLOCK"])
+    else:
+        meta["XBLOCK"] = resolve_block(policy, "select_xblock",
+                                       _policy_call(policy, "select_xblock", xnumel, dtype))
+        rules["XBLOCK"] = f"{policy.name}.select_xblock"
+        requested_warps = _policy_call(policy, "select_num_warps", meta["XBLOCK"])
+    num_warps, rules["num_warps"] = resolve_num_warps(policy, requested_warps, spec)
+    n_tiles = _tiles(shape, numels, meta)
+    if shape.is_reduction or shape.is_2d:
+        requested_grid = _policy_call(policy, "get_grid", n_tiles, 1)
+    else:
+        requested_grid = _policy_call(policy, "get_grid", xnumel, meta["XBLOCK"])
+    programs, rules["grid"] = resolve_grid(policy, requested_grid, n_tiles, spec)
+    return LaunchPlan({k: v for k, v in meta.items() if k in shape.block_params}, num_warps,
+                      programs, n_tiles, rules)
+
+
+# The space every search walks (autotune, the capped ceiling): tiles of 1K to 32K elements
+# (smaller ones leave a capped grid's programs mostly waiting on memory; the H200 sweeps in
+# docs/gpu-measurements.md never found the best below 1K), warps while each thread keeps
+# 4 to 64 elements, and software-pipelining depths 1 (none) and 3 (Triton's default).
+POINTWISE_BLOCKS = tuple(1 << k for k in range(8, 16))  # 256 .. 32768
+ROWS_PER_TILE = tuple(1 << k for k in range(0, 8))  # 1 .. 128
+REDUCTION_CHUNKS = tuple(1 << k for k in range(6, 14))  # 64 .. 8192
+TILE_2D = (16, 32, 64, 128)
+NUM_STAGES = (1, 3)
+MIN_TILE_ELEMENTS, MAX_TILE_ELEMENTS = 1 << 10, 1 << 15
+ELEMENTS_PER_THREAD = (4, 64)
+
+
+def _block_choices(shape: KernelShape, numels: dict[str, int]) -> list[dict[str, int]]:
+    """Block sizes worth trying, without blocks much larger than the data."""
+    xnumel = numels.get("xnumel", 1)
+    if shape.is_reduction:
+        rnumel = shape.static_blocks.get("R0_BLOCK") or numels["r0_numel"]
+        chunks = [r for r in REDUCTION_CHUNKS if r < 2 * rnumel] or [REDUCTION_CHUNKS[0]]
+        if "R0_BLOCK" not in shape.block_params:
+            chunks = [shape.static_blocks.get("R0_BLOCK", 1)]
+        rows = [x for x in ROWS_PER_TILE if x < 2 * xnumel]
+        if "XBLOCK" not in shape.block_params:
+            rows = [shape.static_blocks.get("XBLOCK", 1)]
+        smallest = min(MIN_TILE_ELEMENTS, max(rows) * max(chunks))
+        return [{"XBLOCK": x, "R0_BLOCK": r} for x in rows for r in chunks
+                if smallest <= x * r <= MAX_TILE_ELEMENTS]
+    if shape.is_2d:
+        return [{"XBLOCK": x, "YBLOCK": y} for x in TILE_2D for y in TILE_2D
+                if x < 2 * xnumel and y < 2 * numels["ynumel"]] or [{"XBLOCK": 16, "YBLOCK": 16}]
+    return [{"XBLOCK": x} for x in POINTWISE_BLOCKS if x < 2 * xnumel] or \
+        [{"XBLOCK": POINTWISE_BLOCKS[0]}]
+
+
+def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec
+                    ) -> list[LaunchPlan]:
+    """Every launch config worth timing that the spec allows (autotune's and the capped
+    ceiling's search space): one program per tile up to `max_grid`, each block choice with
+    each warp count in ELEMENTS_PER_THREAD, each pipelining depth."""
+    plans = {}
+    warps = [w for w in (1, 2, 4, 8, 16, 32) if w <= spec.max_num_warps]
+    for meta in _block_choices(shape, numels):
+        blocks = {**meta, **shape.static_blocks}  # the kernel's own block sizes win
+        tiles = _tiles(shape, numels, blocks)
+        elements = math.prod(blocks.values())
+        parameters = {k: v for k, v in meta.items() if k in shape.block_params}
+        low, high = ELEMENTS_PER_THREAD
+        fitting = [w for w in warps if low <= elements / (w * spec.warp_size) <= high] or \
+            [warps[0] if elements < low * warps[0] * spec.warp_size else warps[-1]]
+        for num_warps in fitting:
+            for stages in NUM_STAGES:
+                key = (tuple(parameters.items()), num_warps, stages)
+                plans[key] = LaunchPlan(parameters, num_warps, min(tiles, spec.max_grid), tiles,
+                                        {"all": "candidate config"}, stages)
+    return list(plans.values())
+
+
+TimePlan = Callable[[LaunchPlan], float]
+
+
+def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
+                policy: Heuristics, spec: HardwareSpec, time_plan: Optional[TimePlan] = None,
+                key: str = "") -> LaunchPlan:
+    """The launch plan for one kernel call: found by the policy's `search` (if it measures),
+    else from its answers; within the spec either way."""
+    found = policy.search(lambda: candidate_plans(shape, numels, spec), time_plan, key)
+    if found is None:
+        return rule_plan(shape, numels, dtype, policy, spec)
+    if not isinstance(found, LaunchPlan) or found.programs > spec.max_grid or \
+            found.num_warps > spec.max_num_warps:
+        raise PolicyError(f"policy {policy.name!r}: search returned {found!r}, which is not a "
+                          f"LaunchPlan within spec {spec.name!r}")
+    return found
+
+
+def sized_key(kernel_source: str, numels: dict[str, int], dtype: torch.dtype,
+              spec: HardwareSpec) -> str:
+    """A stable name for one kernel at one size signature on one spec (search caches)."""
+    return repr((kernel_source, sorted(numels.items()), str(dtype), sorted(spec.as_dict().items())))

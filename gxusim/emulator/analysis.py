@@ -1,0 +1,100 @@
+"""Analysis: what an emulated launch's records say. Findings (out of bounds, conflicts,
+races, coverage, imbalance), coalescing per access site, occupancy, and the
+`LaunchFacts` from which the performance model predicts the launch's time."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from .. import perf_model
+from ..spec import HardwareSpec
+from . import checks, occupancy
+from . import dtypes as D
+from .arguments import LaunchArguments
+from .execution import LaunchRecords
+from .report import EmulationReport
+from .specialisation import Specialisation
+
+
+def analyse(report: EmulationReport, compiled: Specialisation, arguments: LaunchArguments,
+            records: LaunchRecords, spec: HardwareSpec, compiler_generated: bool,
+            n_regs: Optional[int]) -> None:
+    """Fill `report` from the records of a finished launch."""
+    report.tiles_per_program = [int(t) for t in records.outputs["tiles"]]
+    report.findings += find_problems(report, compiled, arguments, records, compiler_generated)
+    measure_performance(report, compiled, arguments, records, spec, n_regs)
+
+
+def find_problems(report: EmulationReport, compiled: Specialisation, arguments: LaunchArguments,
+                  records: LaunchRecords, compiler_generated: bool) -> list:
+    """Out-of-bounds lanes always; the rest only when accesses were recorded."""
+    kir, buffers, name = compiled.kir, arguments.buffers, report.kernel
+    found = checks.out_of_bounds(name, records.outputs["oob"], kir.sites, buffers)
+    if not compiled.emitter.layout.checks:
+        return found
+    for rec in records.tracking.values():
+        rec.merge()
+    stored = [n for n in kir.arg_names if n in kir.stored]
+    found += checks.conflicts_and_races(name, records.tracking, buffers, stored)
+    found += checks.uncovered(name, records.tracking, buffers, stored, compiler_generated,
+                              [n for n in kir.arg_names if n in kir.pointers], frozenset(kir.atomic))
+    imbalance = checks.load_imbalance(name, report.tiles_per_program)
+    if imbalance is not None:
+        found.append(imbalance)
+    return found
+
+
+def sector_traffic(report: EmulationReport, compiled: Specialisation, arguments: LaunchArguments,
+                   records: LaunchRecords, spec: HardwareSpec) -> float:
+    """DRAM bytes in 32-byte sectors: each site's moved bytes / its coalescing efficiency
+    (measured on a sample execution; efficiencies go to `report.coalescing`)."""
+    outputs, num_warps = records.outputs, report.num_warps
+    traffic = 0.0
+    counts = outputs["sites"].sum(axis=0)
+    for k, site in enumerate(compiled.kir.sites):
+        eb = D.itemsize(site.elem)
+        eff = 1.0
+        if outputs["samp_flag"][k]:
+            numel = math.prod(site.shape)
+            eff = occupancy.sector_efficiency(outputs["samp_off"][k, :numel],
+                                              outputs["samp_mask"][k, :numel], site.shape,
+                                              arguments.buffers[site.base].base, eb, num_warps,
+                                              spec.warp_size)
+            report.coalescing[f"{site.kind} {site.base} ({site.where.split(':')[0]})"] = eff
+        traffic += float(counts[k]) * eb / eff
+    return traffic
+
+
+def tile_elements(site_runs: np.ndarray, sites: list, tiles: np.ndarray) -> float:
+    """Block elements one tile issues: per access site, the elements its busiest program
+    issued (executions x block size, masked lanes included) per tile of that program;
+    the largest over sites (a looped reduction's load counts every chunk)."""
+    best = 0.0
+    for k, site in enumerate(sites):
+        issued = site_runs[:, k] * math.prod(site.shape)
+        if issued.size == 0:
+            continue
+        busiest = int(np.argmax(issued))
+        best = max(best, float(issued[busiest]) / max(1, int(tiles[busiest])))
+    return best
+
+
+def measure_performance(report: EmulationReport, compiled: Specialisation,
+                        arguments: LaunchArguments, records: LaunchRecords, spec: HardwareSpec,
+                        n_regs: Optional[int]) -> None:
+    """Traffic, occupancy, `report.facts` and the predicted time."""
+    kir, units, num_warps = compiled.kir, compiled.emitter.units, report.num_warps
+    programs = math.prod(report.grid)
+    report.traffic_bytes = sector_traffic(report, compiled, arguments, records, spec)
+    block = max((s.shape for s in kir.sites), key=math.prod, default=())
+    regs = occupancy.estimate_registers(occupancy.live_words(units), num_warps, spec, n_regs)
+    report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs,
+                                           occupancy.smem_bytes(units, num_warps), block)
+    report.facts = perf_model.LaunchFacts(
+        programs=programs, num_warps=num_warps,
+        tiles_per_program=max(report.tiles_per_program, default=1),
+        tile_elements=tile_elements(records.outputs["site_runs"], kir.sites, records.outputs["tiles"]),
+        bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm)
+    report.predicted_s = perf_model.predict_seconds(report.facts, spec)

@@ -1,0 +1,57 @@
+"""Kernel source: the text, Python function and AST of a Triton kernel or helper, the
+mapping of its lines to file lines for messages, and the hash that keys caches on it."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import textwrap
+from typing import Any, Callable
+
+from triton.runtime.jit import JITFunction
+
+from .ir import Unsupported
+
+
+def kernel_source(fn: Any) -> tuple[str, Callable, str]:
+    """(source from `def`, the Python function, kernel name) of a JITFunction or plain function."""
+    if isinstance(fn, JITFunction):
+        pyfn = fn.fn
+        src = getattr(fn, "src", None) or inspect.getsource(pyfn)
+    elif hasattr(fn, "fn") and isinstance(fn.fn, JITFunction):  # CachingAutotuner / Autotuner
+        return kernel_source(fn.fn)
+    elif inspect.isfunction(fn):
+        pyfn, src = fn, inspect.getsource(fn)
+    else:
+        raise TypeError(f"not a Triton kernel: {fn!r}")
+    src = textwrap.dedent(src)
+    start = src.find("def ")
+    return src[start:], pyfn, pyfn.__name__
+
+
+class KernelFunction:
+    """One function being interpreted: its AST, globals and line mapping for messages."""
+
+    def __init__(self, jit: Any):
+        self.src, self.pyfn, self.name = kernel_source(jit)
+        self.tree = ast.parse(self.src).body[0]
+        if not isinstance(self.tree, ast.FunctionDef):
+            raise Unsupported(f"{self.name} is not a function definition")
+        self.globals = self.pyfn.__globals__
+        self.lines = self.src.splitlines()
+        try:
+            file_lines, first = inspect.getsourcelines(self.pyfn)
+            offset = next(i for i, text in enumerate(file_lines) if text.lstrip().startswith("def "))
+            self.file_first = first + offset
+        except (OSError, TypeError, StopIteration):
+            self.file_first = None
+
+    def where(self, lineno: int) -> str:
+        text = self.lines[lineno - 1].strip() if 0 < lineno <= len(self.lines) else ""
+        line = f"line {self.file_first + lineno - 1}" if self.file_first else f"kernel line {lineno}"
+        return f"{self.name} {line}: `{text}`"
+
+
+def source_hash(texts: list) -> str:
+    """Short hash of source texts (a cache key part)."""
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]

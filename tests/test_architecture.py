@@ -1,0 +1,126 @@
+"""The pipeline's seams: one target object, planning by policy, one prediction path, bounded
+launch records, the caller's state left as it was."""
+import sys
+import types
+
+import pytest
+import torch
+
+import gxusim
+from gxusim import target as targets
+from gxusim.compiler import launcher
+from gxusim.compiler.plan import KernelShape, PolicyError, plan_launch
+from gxusim.compiler.policies import resolve_policy
+
+
+def test_device_and_inductor_interface_ask_the_same_target_object():
+    from gxusim.compiler.inductor_registration import GXUDeviceInterface, device_properties
+    active = targets.active()
+    assert torch.gxu.get_device_capability() == GXUDeviceInterface.get_compute_capability_tuple() \
+        == active.capability()
+    assert device_properties().total_memory == active.total_memory()
+    assert torch.gxu.current_stream() is active.current_stream()
+    assert gxusim.current_target() == active.name
+
+
+def test_compiled_looped_reduction_predicts_the_same_time_as_emulate():
+    x = torch.randn(96, 3000, device="gxu")
+    gxusim.clear_launches()
+    with launcher.capture() as captured:
+        got = torch.compile(lambda t: t.sum(1) * 2)(x)
+    torch.testing.assert_close(got.cpu(), x.cpu().sum(1) * 2, rtol=1e-4, atol=1e-3)
+    records = {r.kernel: r for r in gxusim.launches()}
+    assert captured, "no gxu kernel launched"
+    looped = [c for c in captured if "R0_BLOCK" in c.plan.meta]
+    assert looped, "expected a looped reduction (R0_BLOCK a launch parameter)"
+    for launch in captured:
+        report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *launch.args,
+                                num_warps=launch.plan.num_warps, **launch.plan.meta)
+        assert report.predicted_s == records[launch.kernel.name].predicted_s
+        numels = launch.kernel.numels(launch.args)
+        # What the plan alone says (the cuda target's prediction) is what the emulator counted.
+        assert report.facts.tile_elements == launch.plan.tile_elements(launch.kernel.shape, numels)
+        assert report.facts.tiles_per_program == launch.plan.tiles_per_program
+
+
+def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
+    shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+    spec = gxusim.load_spec("gxu")
+    autotune = resolve_policy("autotune")
+    timed = []
+
+    def time_plan(plan):
+        timed.append(plan)
+        return 1.0 / (plan.meta["XBLOCK"] * plan.num_warps)  # bigger is faster, by fiat
+
+    plan = plan_launch(shape, {"xnumel": 1 << 20}, torch.float32, autotune, spec, time_plan,
+                       key=f"test-{id(timed)}")
+    assert len(timed) > 10 and plan.num_warps == spec.max_num_warps
+    assert plan.meta["XBLOCK"] == max(p.meta["XBLOCK"] for p in timed)
+    with pytest.raises(RuntimeError, match="needs a target that can"):
+        plan_launch(shape, {"xnumel": 12345}, torch.float32, autotune, spec, None, key="untimed")
+
+
+def test_vendor_policy_by_import_path_and_errors_name_it(monkeypatch):
+    module = types.ModuleType("vendor_policy")
+
+    class Wide(gxusim.compiler.GXUHeuristics):
+        name = "wide"
+
+    module.Wide = Wide
+    module.NotAPolicy = int
+    monkeypatch.setitem(sys.modules, "vendor_policy", module)
+    assert isinstance(resolve_policy("vendor_policy:Wide"), Wide)
+    with pytest.raises(TypeError, match="not a gxusim.Heuristics subclass"):
+        resolve_policy("vendor_policy:NotAPolicy")
+    with pytest.raises(ValueError, match="cannot import 'Missing'"):
+        resolve_policy("vendor_policy:Missing")
+    with pytest.raises(ValueError, match="unknown heuristics policy 'nope'"):
+        resolve_policy("nope")
+
+
+def test_a_policy_that_raises_is_reported_as_the_policys_error():
+    class Broken(gxusim.Heuristics):
+        name = "broken"
+
+        def select_xblock(self, numel, dtype):
+            raise ZeroDivisionError("oops")
+
+    shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+    with pytest.raises(PolicyError, match="policy 'broken': select_xblock.*ZeroDivisionError"):
+        plan_launch(shape, {"xnumel": 10}, torch.float32, Broken(), gxusim.load_spec("gxu"))
+
+
+def test_launch_history_is_a_ring_of_the_latest_records():
+    from gxusim import launch as records
+    saved = records.launches()
+    try:
+        gxusim.set_launch_history(3)
+        gxusim.clear_launches()
+        for i in range(5):
+            records.record(records.Launch(f"k{i}", (1, 1, 1), 1, {}, "emulator", "gxu"))
+        assert [r.kernel for r in gxusim.launches()] == ["k2", "k3", "k4"]
+        with pytest.raises(ValueError, match="non-negative"):
+            gxusim.set_launch_history(-1)
+    finally:
+        gxusim.set_launch_history(100_000)
+        records.restore(saved)
+
+
+def test_sweep_restores_the_callers_policy_and_launch_records():
+    from gxusim import sweep
+    gxusim.use_heuristics("seed")
+    x = torch.randn(1000, device="gxu")
+    gxusim.clear_launches()
+    torch.compile(lambda t: t * 3)(x)
+    mine = gxusim.launches()
+    try:
+        sweep.sweep(["add_relu"], ["gxu"])
+        assert gxusim.compiler.current_heuristics().name == "seed"
+        assert gxusim.launches() == mine
+    finally:
+        gxusim.use_heuristics("gxu")
+
+
+def test_emulation_error_is_public():
+    assert issubclass(gxusim.EmulationError, RuntimeError)
