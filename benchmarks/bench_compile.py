@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 
 import torch
@@ -59,6 +60,19 @@ def suite_rows(scale: str) -> list[dict]:
     return rows
 
 
+def small_add_relu_row() -> dict:
+    """The host-cost probe: a 1,000-element add+relu, compiled, called back to back."""
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x + y).relu()
+    timings = {}
+    for device in ("gxu", "cuda"):
+        torch._dynamo.reset()
+        inputs = (torch.randn(1000, device=device), torch.randn(1000, device=device))
+        timings[device] = _timed_calls(torch.compile(fn), inputs, calls=200)
+    return dict(model="add_relu 1000 elements", gxu_compile_s=math.nan, cuda_compile_s=math.nan,
+                gxu_call_ms=timings["gxu"] * 1e3, cuda_call_ms=timings["cuda"] * 1e3)
+
+
 def bandwidth_rows() -> list[dict]:
     rows = []
     for name, tensors in (("add_relu", 3), ("mul_relu", 2)):
@@ -99,12 +113,17 @@ def main() -> None:
     torch._inductor.config.force_disable_caches = True
     suite = suite_rows(args.scale)
     bandwidth = bandwidth_rows()
+    small = small_add_relu_row()
     print(format_table(("model", "compile gxu s", "compile cuda s", "ratio", "call gxu ms",
                   "call cuda ms", "ratio"),
                  [(r["model"], f"{r['gxu_compile_s']:.2f}", f"{r['cuda_compile_s']:.2f}",
                    f"{r['gxu_compile_s'] / r['cuda_compile_s']:.2f}", f"{r['gxu_call_ms']:.3f}",
                    f"{r['cuda_call_ms']:.3f}", f"{r['gxu_call_ms'] / r['cuda_call_ms']:.2f}")
-                  for r in suite]))
+                  for r in suite + [small]]))
+    ratios = [r["gxu_call_ms"] / r["cuda_call_ms"] for r in suite]
+    print(f"per-call gxu/stock: geometric mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}, "
+          f"worst {max(ratios):.2f}; 1,000-element add+relu {small['gxu_call_ms'] * 1e3:.1f} us "
+          f"per call (stock {small['cuda_call_ms'] * 1e3:.1f} us)")
     print()
     print(format_table(("case (100M fp32)", "stock cuda GB/s", "seed GB/s", "gxu GB/s", "autotune GB/s",
                   "seed cfg", "gxu cfg", "autotune cfg"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One visit to the GPU machine: install, run GPU tests, then the benchmarks.
-#   PYTEST_ARGS  what pytest runs (default: every test, on the cuda target)
-#   BENCHES      benchmark scripts to run (default: bench_compile)
+# One visit to the GPU machine: install, run the GPU suite, then the benchmarks.
+#   PYTEST_ARGS  what pytest runs (default: every test, on the cuda target, 8 workers)
+#   BENCHES      benchmark commands to run, ';'-separated (default: bench_compile)
 # Full logs and JSON go to $OUT (or ./out); the tables are printed last.
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -9,7 +9,11 @@ export PYTHONUNBUFFERED=1 GXUSIM_CACHE_DIR=/tmp/gxusim-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-timeout 420 python3 -m pytest ${PYTEST_ARGS:-tests} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
-for bench in ${BENCHES:-bench_compile}; do
-  timeout 300 python3 benchmarks/$bench.py --json "$OUT/$bench.json" 2>&1 | tee "$OUT/$bench.log" | grep -v Warning | tail -30
+if [ "${PYTEST_ARGS-x}" != "" ]; then
+  timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest ${PYTEST_ARGS:-tests -n 8} -q -p no:cacheprovider -W ignore 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+IFS=';' read -ra benches <<< "${BENCHES:-python3 benchmarks/bench_compile.py}"
+for i in "${!benches[@]}"; do
+  timeout ${BENCH_TIMEOUT:-300} bash -c "${benches[$i]}" > "$OUT/bench_$i.log" 2>&1
+  echo "== ${benches[$i]} (exit $?)"; grep -v Warning "$OUT/bench_$i.log" | tail -${BENCH_TAIL:-30}
 done

@@ -5,9 +5,8 @@ A policy answers the seed's four questions (`select_xblock`, `select_num_warps`,
 
 * `"seed"`: the seed's GXU formulas (chapter 10, section 8), reproduced faithfully,
   including its hard-coded 32-program grid and [128, 1024] XBLOCK clamp.
-* `"gxu"` (default): spec-driven and informed by the H200 measurements under a
-  32-program cap (docs/gpu-measurements.md): XBLOCK 1024/4 warps reached 0.70 TB/s,
-  8192/16 warps 2.38 TB/s, so tiles are large (up to 32 KiB) and warps scale with them.
+* `"gxu"` (default): spec-driven and sized from the H200's capped ceiling (see the class),
+  so tiles are large and warps scale with them.
 
 Policies only answer questions; `plan.py` turns the answers into a launch plan and passes
 each through the spec clamp. A policy that chooses by measuring (autotune, `autotune.py`)
@@ -111,21 +110,40 @@ class SeedHeuristics(Heuristics):
 
 
 class GXUHeuristics(Heuristics):
-    """gxusim's default: big tiles under a capped grid, everything derived from the spec."""
+    """gxusim's default: big tiles under a capped grid, everything derived from the spec.
+
+    The sizes come from the capped-ceiling search on an H200 (`benchmarks/bench_ceiling.py`,
+    docs/gpu-measurements.md): with 32 programs each program must keep a lot of memory in
+    flight, so the fastest legal configs were the largest tiles with 16 warps: 32K-element
+    pointwise tiles, 128x128 transpose tiles, and reduction tiles of many rows (128 x 64 in
+    fp32 and 32 x 256 in bf16 for 4096-wide rows; 16 whole rows for 1024-wide softmax rows)
+    rather than one row walked chunk by chunk; for million-element rows, one row in
+    8192-element chunks.
+    """
 
     name = "gxu"
-    TILE_BYTES = 32 * 1024  # largest tile: 8192 fp32 elements, the fastest capped shape measured
+    MAX_TILE_ELEMENTS = 32 * 1024  # pointwise: the best capped tile measured, fp32 and bf16
+    MAX_TILE_2D = 128 * 128  # 2D tiles: larger ones spill (128 elements per thread at 16 warps)
     MIN_XBLOCK = 128
     ELEMENTS_PER_WARP = 256  # 8 elements per lane: wide vector loads, 16 warps at 4096+
-    REDUCTION_TILE_ELEMENTS = 4096
+    # Reductions: rows up to this short are whole in one chunk (Inductor makes them
+    # persistent, R0_BLOCK fixed in the kernel); a tile of them holds this many elements.
+    WHOLE_ROW = 1024
+    WHOLE_ROW_TILE = 16 * 1024
+    # Longer rows are walked in chunks: a tile of up to MAX_ROWS rows (fewer as rows grow:
+    # ROW_SPAN elements of rows at most, so a very long row is one row per tile), chunks
+    # sized so the tile holds LOOPED_TILE elements.
+    LOOPED_TILE = 8 * 1024
+    MAX_ROWS = 128
+    ROW_SPAN = 128 * 1024
+    MIN_CHUNK = 64
 
     def _spec(self) -> HardwareSpec:
         return self.spec or current_spec()
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
-        largest = max(self.MIN_XBLOCK, self.TILE_BYTES // dtype.itemsize)
         wanted = next_power_of_2(cdiv(numel, self._spec().max_grid))
-        return max(self.MIN_XBLOCK, min(wanted, largest))
+        return max(self.MIN_XBLOCK, min(wanted, self.MAX_TILE_ELEMENTS))
 
     def select_num_warps(self, xblock: int) -> int:
         warps = next_power_of_2(max(1, xblock // self.ELEMENTS_PER_WARP))
@@ -134,12 +152,19 @@ class GXUHeuristics(Heuristics):
     def get_grid(self, numel: int, xblock: int) -> tuple[int, ...]:
         return (max(1, min(cdiv(numel, xblock), self._spec().max_grid)),)
 
+    def select_tile_2d(self, xnumel: int, ynumel: int, dtype: torch.dtype) -> tuple[int, int]:
+        tile = min(self.select_xblock(xnumel * ynumel, dtype), self.MAX_TILE_2D)
+        xblock = min(next_power_of_2(xnumel), max(1, next_power_of_2(math.isqrt(tile))))
+        return xblock, min(next_power_of_2(ynumel), max(1, tile // xblock))
+
     def select_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype) -> ReductionConfig:
-        rblock = min(next_power_of_2(rnumel), self.REDUCTION_TILE_ELEMENTS)
-        # Several short rows per tile so a program's tile is not mostly idle lanes, but keep
-        # at least one tile per program when there are rows enough.
-        rows_per_tile = max(1, self.REDUCTION_TILE_ELEMENTS // rblock)
-        rows_per_program = max(1, cdiv(xnumel, self._spec().max_grid))
-        xblock = min(next_power_of_2(rows_per_tile), next_power_of_2(rows_per_program))
-        num_warps = self.select_num_warps(xblock * rblock)
-        return ReductionConfig(xblock, rblock, max(2, num_warps))
+        # Each program should get at least one tile: never more rows per tile than that.
+        rows_per_program = next_power_of_2(cdiv(xnumel, self._spec().max_grid))
+        row = next_power_of_2(rnumel)
+        if row <= self.WHOLE_ROW:
+            rows = min(rows_per_program, max(1, self.WHOLE_ROW_TILE // row))
+            rblock = row
+        else:
+            rows = min(rows_per_program, self.MAX_ROWS, max(1, self.ROW_SPAN // row))
+            rblock = min(row, max(self.MIN_CHUNK, self.LOOPED_TILE // rows))
+        return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)))

@@ -89,6 +89,7 @@ class GXUKernel:
         self.written = frozenset(inductor_meta.get("mutated_arg_names", ())) | {
             name for name in self.shape.runtime_args if is_output(name)}
         self._prepared: dict[tuple, _Prepared] = {}
+        self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
 
     # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
@@ -158,7 +159,7 @@ class GXUKernel:
             raise TypeError(f"{self.name}: unexpected launch keywords {sorted(kwargs)}")
         spec, policy = current_spec(), current_heuristics()
         # Keyed by identity: hashing a spec on every launch costs more than the lookup.
-        key = (tuple(args[position] for _, position in self.shape.numel_args), id(policy), id(spec))
+        key = (tuple([args[position] for position in self._numel_positions]), id(policy), id(spec))
         prepared = self._prepared.get(key)
         if prepared is None or prepared.policy is not policy or prepared.spec is not spec:
             prepared = self._prepared[key] = self._prepare(args, policy, spec)
@@ -166,15 +167,9 @@ class GXUKernel:
         outcome = target.execute(prepared.launch,
                                  args if target.accepts_gxu_tensors else _backing_args(args),
                                  spec, stream)
-        plan = prepared.plan
         if _captured:
-            _captured[-1].append(CapturedLaunch(self, plan, args))
-        launch_records.record(launch_records.Launch(
-            kernel=self.name, grid=plan.grid, num_warps=plan.num_warps, meta=dict(prepared.meta),
-            target=target.name, policy=policy.name, findings=outcome.findings,
-            predicted_s=prepared.predicted_s if outcome.facts is None
-            else perf_model.predict_seconds(outcome.facts, spec),
-            measured_s=outcome.measured_s, rules=plan.rules))
+            _captured[-1].append(CapturedLaunch(self, prepared.plan, args))
+        launch_records.record_lazily(prepared.record, target.name, outcome)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +181,17 @@ class _Prepared:
     policy: Heuristics
     spec: HardwareSpec
     predicted_s: float  # from the plan, for targets that count nothing themselves
+
+    def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
+        """The launch record of one launch of this plan."""
+        plan = self.plan
+        return launch_records.Launch(
+            kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
+            meta=dict(self.meta), target=target, policy=self.policy.name,
+            findings=outcome.findings,
+            predicted_s=self.predicted_s if outcome.facts is None
+            else perf_model.predict_seconds(outcome.facts, self.spec),
+            measured_s=outcome.measured_s, rules=plan.rules)
 
 
 class RecordedExternKernels:

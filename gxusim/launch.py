@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .findings import Finding
 
@@ -55,7 +55,7 @@ def _history_from_environment() -> int:
 
 
 _lock = threading.Lock()
-_launches: collections.deque[Launch] = collections.deque(maxlen=_history_from_environment())
+_launches: collections.deque[Launch | tuple] = collections.deque(maxlen=_history_from_environment())
 
 
 def set_launch_history(size: int) -> None:
@@ -85,10 +85,27 @@ def record(launch: Launch) -> None:
         log.info(launch.describe())
 
 
+def record_lazily(make: Callable[..., Launch], *args: Any) -> None:
+    """Record the launch `make(*args)` describes, building it only when someone reads the
+    records: a launch on the hot path pays for a tuple, not a dataclass."""
+    if log.isEnabledFor(logging.INFO):
+        record(make(*args))
+        return
+    with _lock:
+        _launches.append((make, args))
+
+
+def _built(entry: Launch | tuple) -> Launch:
+    return entry if isinstance(entry, Launch) else entry[0](*entry[1])
+
+
 def launches() -> list[Launch]:
     """Launch records since the last `clear_launches()` (a copy)."""
     with _lock:
-        return list(_launches)
+        built = [_built(entry) for entry in _launches]
+        _launches.clear()
+        _launches.extend(built)
+        return built
 
 
 def clear_launches() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import torch
+from tqdm import tqdm
 
 from . import launch as launch_records
 from .compiler import current_heuristics, use_heuristics
@@ -24,10 +25,6 @@ from .target import current_target
 
 
 def _progress(items: list, description: str) -> Iterable:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return items
     return tqdm(items, desc=description, unit="run")
 
 

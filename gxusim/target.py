@@ -248,9 +248,9 @@ class HostEvent:
     def elapsed_time(self, end_event: "HostEvent") -> float:
         """Milliseconds from this event to `end_event` (both recorded, timing enabled)."""
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("elapsed_time needs events created with enable_timing=True")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self._stamp is None or end_event._stamp is None:
-            raise RuntimeError("elapsed_time needs both events recorded")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         return (end_event._stamp - self._stamp) * 1e3
 
 

@@ -1,5 +1,7 @@
 """The pipeline's seams: one target object, planning by policy, one prediction path, bounded
 launch records, the caller's state left as it was."""
+import dataclasses
+import json
 import sys
 import types
 
@@ -19,11 +21,14 @@ def test_device_and_inductor_interface_ask_the_same_target_object():
     assert torch.gxu.get_device_capability() == GXUDeviceInterface.get_compute_capability_tuple() \
         == active.capability()
     assert device_properties().total_memory == active.total_memory()
-    assert torch.gxu.current_stream() is active.current_stream()
+    assert torch.gxu.current_stream() == active.current_stream()
     assert gxusim.current_target() == active.name
 
 
 def test_compiled_looped_reduction_predicts_the_same_time_as_emulate():
+    """On the emulator target the launch record's prediction is emulate()'s, to the bit; on
+    the cuda target it comes from the plan, whose facts must be what the emulator counts."""
+    on_emulator = gxusim.current_target() == targets.EmulatorTarget.name
     x = torch.randn(96, 3000, device="gxu")
     gxusim.clear_launches()
     with launcher.capture() as captured:
@@ -34,9 +39,12 @@ def test_compiled_looped_reduction_predicts_the_same_time_as_emulate():
     looped = [c for c in captured if "R0_BLOCK" in c.plan.meta]
     assert looped, "expected a looped reduction (R0_BLOCK a launch parameter)"
     for launch in captured:
-        report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *launch.args,
+        args = launch.args if on_emulator else \
+            [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
+        report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
                                 num_warps=launch.plan.num_warps, **launch.plan.meta)
-        assert report.predicted_s == records[launch.kernel.name].predicted_s
+        if on_emulator:
+            assert report.predicted_s == records[launch.kernel.name].predicted_s
         numels = launch.kernel.numels(launch.args)
         # What the plan alone says (the cuda target's prediction) is what the emulator counted.
         assert report.facts.tile_elements == launch.plan.tile_elements(launch.kernel.shape, numels)
@@ -59,6 +67,27 @@ def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
     assert plan.meta["XBLOCK"] == max(p.meta["XBLOCK"] for p in timed)
     with pytest.raises(RuntimeError, match="needs a target that can"):
         plan_launch(shape, {"xnumel": 12345}, torch.float32, autotune, spec, None, key="untimed")
+
+
+def test_autotune_cache_is_used_and_a_corrupted_file_is_timed_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
+    shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+    spec, autotune, timed = gxusim.load_spec("gxu"), resolve_policy("autotune"), []
+
+    def plan(size):
+        return plan_launch(shape, {"xnumel": size}, torch.float32, autotune, spec,
+                           lambda p: timed.append(p) or 1.0 / p.meta["XBLOCK"], key=f"k{size}")
+
+    first = plan(1 << 20)
+    (cache_file,) = (tmp_path / "autotune").glob("*.json")
+    calls = len(timed)
+    assert plan(1 << 20) == dataclasses.replace(first, rules=plan(1 << 20).rules)
+    assert len(timed) == calls, "a cached size was timed again"
+    cache_file.write_text("{not json")
+    assert plan(1 << 20).meta == first.meta and len(timed) == 2 * calls
+    assert "plan" in json.loads(cache_file.read_text())
+    plan(1 << 16)
+    assert len(list((tmp_path / "autotune").glob("*.json"))) == 2
 
 
 def test_vendor_policy_by_import_path_and_errors_name_it(monkeypatch):
