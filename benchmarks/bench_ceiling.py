@@ -92,7 +92,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
     """Per policy and for the ceiling: the sum over the graph's kernels of their times."""
     target = targets.active()
     totals = {"seed": 0.0, "gxu": 0.0, "autotune": 0.0, "ceiling": 0.0}
-    configs, candidates_timed, bytes_moved = [], 0, 0.0
+    configs, candidates_timed, bytes_moved, samples = [], 0, 0.0, []
     for launch in captured:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
@@ -111,6 +111,11 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
                                            msg=lambda m: f"{case.name} {plan}: {m}")
             timed.append((target.time_launch(kernel._target_launch(plan), args), plan))
         best_s, best = min(timed, key=lambda item: item[0])
+        # Every (config, time) of the search: held-out data for the performance model.
+        samples += [{"kernel": kernel.name, "numels": numels, "seconds": seconds,
+                     "meta": plan.meta, "num_warps": plan.num_warps,
+                     "num_stages": plan.num_stages, "programs": plan.programs,
+                     "n_tiles": plan.n_tiles} for seconds, plan in timed]
         totals["ceiling"] += best_s
         candidates_timed += len(timed)
         configs.append(f"{best.meta} w{best.num_warps} s{best.num_stages}")
@@ -121,7 +126,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         # again, shows how far a measured choice sits from the ceiling (noise).
         totals["autotune"] += target.time_launch(kernel._target_launch(best), args)
     return {**{f"{k}_s": v for k, v in totals.items()}, "ceiling_config": "; ".join(configs),
-            "candidates": candidates_timed, "bytes": bytes_moved}
+            "candidates": candidates_timed, "bytes": bytes_moved, "samples": samples}
 
 
 def run_case(case: Case, spec: gxusim.HardwareSpec) -> dict:

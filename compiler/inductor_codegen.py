@@ -25,7 +25,8 @@ from unittest import mock
 
 import torch
 import triton
-from torch._inductor.codegen.common import IndentedBuffer
+from torch._inductor.codegen.common import BackendFeature, IndentedBuffer
+from torch.utils._ordered_set import OrderedSet
 from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
 
 from gxusim import target
@@ -114,6 +115,17 @@ class GXUTritonKernel(TritonKernel):
 
 class GXUScheduling(TritonScheduling):
     kernel_type = GXUTritonKernel
+    # Features whose kernels gxu cannot cap, so Inductor lowers them some other way:
+    # FOREACH (combo kernels, e.g. a cat of inputs: each sub-kernel picks its own program
+    # ids), TRITON_TEMPLATES (mm/conv templates: extern calls instead), SORT (tl.sort,
+    # which the emulator does not run: aten's sort on the backing device instead).
+    UNCAPPABLE = OrderedSet([BackendFeature.FOREACH, BackendFeature.TRITON_TEMPLATES,
+                             BackendFeature.SORT])
+
+    @classmethod
+    def get_backend_features(cls, device: torch.device) -> OrderedSet:
+        return OrderedSet(f for f in super().get_backend_features(device)
+                          if f not in cls.UNCAPPABLE)
 
     def create_kernel_choices(self, kernel_features, kernel_args, kernel_kwargs):
         # Cooperative reductions split rows across programs that synchronise: no tile loop.

@@ -12,11 +12,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import os
 import sys
 import threading
 from typing import Any, Callable, Optional
 
+from . import environment
 from .findings import Finding
 
 log = logging.getLogger("gxusim.decisions")
@@ -42,20 +42,8 @@ class Launch:
                 f"policy={self.policy} target={self.target}" + (f" ({rules})" if rules else ""))
 
 
-def _history_from_environment() -> int:
-    text = os.environ.get("GXUSIM_LAUNCH_HISTORY", "100000")
-    try:
-        size = int(text)
-    except ValueError:
-        size = -1
-    if size < 0:
-        raise ValueError(f"GXUSIM_LAUNCH_HISTORY={text!r}: must be a non-negative integer "
-                         f"(how many launch records to keep)")
-    return size
-
-
 _lock = threading.Lock()
-_launches: collections.deque[Launch | tuple] = collections.deque(maxlen=_history_from_environment())
+_launches: collections.deque[Launch | tuple] = collections.deque(maxlen=environment.integer("GXUSIM_LAUNCH_HISTORY"))
 
 
 def set_launch_history(size: int) -> None:
@@ -67,11 +55,7 @@ def set_launch_history(size: int) -> None:
         _launches = collections.deque(_launches, maxlen=size)
 
 
-def _decision_logging_enabled() -> bool:
-    return "decisions" in os.environ.get("GXUSIM_LOG", "").split(",")
-
-
-if _decision_logging_enabled() and not log.handlers:
+if "decisions" in environment.flags("GXUSIM_LOG") and not log.handlers:
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(_handler)

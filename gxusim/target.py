@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import torch
 
-from . import perf_model
+from . import environment, perf_model
 from .findings import Finding
 from .spec import HardwareSpec
 from .triton_launch import BinaryLauncher
@@ -61,7 +61,7 @@ class Outcome:
 
 
 def timing_enabled() -> bool:
-    return os.environ.get("GXUSIM_TIMING", "0") == "1"
+    return environment.choice("GXUSIM_TIMING") == "1"
 
 
 class Target:
@@ -286,7 +286,7 @@ class EmulatorTarget(Target):
 
     def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
                 stream: Optional[int] = None) -> Outcome:
-        if os.environ.get("GXUSIM_EMULATOR", "numba") == "interpreter":
+        if environment.choice("GXUSIM_EMULATOR") == "interpreter":
             if os.environ.get("TRITON_INTERPRET") != "1":
                 raise RuntimeError("GXUSIM_EMULATOR=interpreter needs TRITON_INTERPRET=1 set "
                                    "before triton is imported")
@@ -337,7 +337,7 @@ def active() -> Target:
     if _active is None:
         with _lock:
             if _active is None:
-                _active = _resolve(os.environ.get("GXUSIM_TARGET", "auto"))
+                _active = _resolve(environment.choice("GXUSIM_TARGET"))
     return _active
 
 

@@ -8,10 +8,10 @@ unless `GXUSIM_CHECKS` is `warn` (warn instead) or `off` (no recording, no raisi
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
+from .. import environment
 from ..findings import Finding, limit_findings, normalize_grid
 from ..spec import HardwareSpec, current_spec, load_spec
 from .analysis import analyse
@@ -22,7 +22,7 @@ from .report import EmulationError, EmulationReport
 from .source import kernel_source
 from .specialisation import specialise
 
-CHECK_MODES = ("raise", "warn", "off")
+CHECK_MODES = environment.CHOICES["GXUSIM_CHECKS"][0]
 
 __all__ = ["CHECK_MODES", "EmulationError", "EmulationReport", "check_mode", "emulate",
            "run_launch"]
@@ -30,10 +30,7 @@ __all__ = ["CHECK_MODES", "EmulationError", "EmulationReport", "check_mode", "em
 
 def check_mode() -> str:
     """`GXUSIM_CHECKS`: raise (default), warn or off."""
-    mode = os.environ.get("GXUSIM_CHECKS", "raise").lower()
-    if mode not in CHECK_MODES:
-        raise ValueError(f"GXUSIM_CHECKS={mode!r}; use one of {CHECK_MODES}")
-    return mode
+    return environment.choice("GXUSIM_CHECKS")
 
 
 def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence,

@@ -8,17 +8,16 @@ to the argument's pointer), in a deterministic order.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Optional
 
 import numpy as np
 import torch
 
 from ..findings import Finding
+from ..kernel_args import is_output
 from .ir import Site
 from .runtime import merge_tracking
 
-_OUTPUT_ARG = re.compile(r"^(in_)?out_ptr\d*$")
 
 
 @dataclasses.dataclass
@@ -115,7 +114,7 @@ def uncovered(kernel: str, tracking: dict, buffers: dict, stored: list[str],
     Buffers in `accumulated` (targets of atomic adds) are updated only where there is
     something to add, so they are not expected to be covered."""
     found = []
-    outputs = [n for n in pointer_args if _OUTPUT_ARG.match(n)] if compiler_generated else stored
+    outputs = [n for n in pointer_args if is_output(n)] if compiler_generated else stored
     outputs = [n for n in outputs if n not in accumulated]
     for name in outputs:
         buf = buffers[name]

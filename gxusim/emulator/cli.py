@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import os
 import re
 import sys
 from typing import Optional, Sequence
@@ -39,11 +40,23 @@ def _parser() -> argparse.ArgumentParser:
 def _load_kernel(target: str):
     path, _, name = target.partition("::")
     if not name:
-        raise SystemExit(f"kernel must be FILE.py::KERNEL_NAME, got {target!r}")
+        raise SystemExit(f"gxusim emulate: kernel must be FILE.py::KERNEL_NAME, got {target!r}")
+    if not os.path.isfile(path):
+        raise SystemExit(f"gxusim emulate: kernel file {path!r} does not exist")
     spec = importlib.util.spec_from_file_location("_gxusim_cli_kernel", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's file: say which and why, not a traceback
+        raise SystemExit(f"gxusim emulate: cannot import {path}: "
+                         f"{type(error).__name__}: {error}") from None
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        kernels = sorted(n for n, v in vars(module).items() if hasattr(v, "fn") or
+                         type(v).__name__ == "JITFunction")
+        raise SystemExit(f"gxusim emulate: {path} has no kernel {name!r}; kernels there: "
+                         f"{kernels or 'none'}")
+    return kernel
 
 
 def _value(text: str, name: str):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
+import pickle
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from ..cache import cache_dir, write_atomic
 
 RUNTIME_FILES = ("runtime.py", "emitter.py", "planner.py", "dtypes.py")
 
@@ -27,11 +29,25 @@ def runtime_hash() -> str:
     return h.hexdigest()[:12]
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("GXUSIM_CACHE_DIR")
-    path = Path(root) / "emulator" if root else Path.home() / ".cache" / "gxusim" / "emulator"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _readable(numba_file: Path) -> bool:
+    """Whether numba can read one of its cache files (an index: a version pickle, then
+    the index pickle; data: one pickle). Numba itself raises on a truncated one."""
+    try:
+        with open(numba_file, "rb") as f:
+            if numba_file.suffix == ".nbi":
+                pickle.load(f)
+            pickle.loads(f.read())
+        return True
+    except Exception:  # any damage: truncation, garbage, a half-written file
+        return False
+
+
+def _drop_damaged_machine_code(module_path: Path) -> None:
+    """Delete a module's numba cache files if any is damaged: they are compiled again."""
+    files = list((module_path.parent / "__pycache__").glob(f"{module_path.stem}.*.nb[ic]"))
+    if not all(_readable(f) for f in files):
+        for f in files:
+            f.unlink(missing_ok=True)
 
 
 _modules: dict[str, Any] = {}
@@ -44,11 +60,10 @@ def load(source: str) -> Any:
     with _lock:
         if key in _modules:
             return _modules[key]
-        path = cache_dir() / f"k_{key}.py"
+        path = cache_dir("emulator") / f"k_{key}.py"
         if not path.exists() or path.read_text() != source:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(source)
-            os.replace(tmp, path)  # atomic: concurrent processes see a whole file
+            write_atomic(path, source)  # a truncated or stale file is replaced whole
+        _drop_damaged_machine_code(path)
         name = f"gxusim_emulated_{key}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
