@@ -18,15 +18,18 @@ own reproducible random stream whatever the op's signature.
 The fallback is also registered as the gxu kernel of every structured op (and of
 convolution), so those run as one backing-device kernel instead of decomposing on gxu.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
-storages grow by reallocation) and `set_` (metadata only).
+storages grow by reallocation) and `set_` (metadata only); `empty` and `empty_strided`
+have theirs for speed (compiled graphs allocate every output with them on every call).
+A gxu argument's alias is cached per tensor and reused while its metadata is unchanged.
 """
 from __future__ import annotations
 
-import functools
 import threading
+import weakref
 from typing import Any, Callable, NamedTuple
 
 import torch
+from torch.utils._pytree import tree_map
 
 from gxusim import target
 
@@ -89,8 +92,19 @@ class _Plan(NamedTuple):
 _MAPPED_TYPES = ("Tensor", "Device", "Storage")
 
 
-@functools.cache
+_plans: dict[int, _Plan] = {}  # id(op) -> plan; OpOverloads live for the whole process
+
+
 def _plan(op: torch._ops.OpOverload) -> _Plan:
+    """The op's plan, made on its first call. Keyed by id: hashing an OpOverload is a
+    Python-level call, which every op would pay."""
+    plan = _plans.get(id(op))
+    if plan is None:
+        plan = _plans[id(op)] = _make_plan(op)
+    return plan
+
+
+def _make_plan(op: torch._ops.OpOverload) -> _Plan:
     arguments = list(enumerate(op._schema.arguments))
     mapped = tuple((position, argument.name) for position, argument in arguments
                    if any(kind in str(argument.type) for kind in _MAPPED_TYPES))
@@ -125,6 +139,25 @@ def _with_math_bits(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+_AliasKey = tuple  # (storage data_ptr, nbytes, offset, size, stride, dtype, conj, neg)
+# id(gxu tensor) -> (weak reference to it, its _AliasKey when aliased, the alias). A tensor
+# passed to many ops (a weight, an accumulator) is aliased once, not on every call.
+_alias_cache: dict[int, tuple[weakref.ref, _AliasKey, torch.Tensor]] = {}
+_MAX_CACHED_ALIASES = 4096  # dead tensors' entries are dropped wholesale past this
+
+
+def _alias_key(tensor: torch.Tensor, storage: torch.UntypedStorage) -> _AliasKey:
+    """Everything an alias copies from its gxu tensor: equal keys, interchangeable aliases.
+    Metadata can change in place (`set_`, `.data =`, `t_`, a grown `out=`), so it is
+    compared on every use rather than trusted."""
+    return (storage.data_ptr(), storage.nbytes(), tensor.storage_offset(), tensor.size(),
+            tensor.stride(), tensor.dtype, tensor.is_conj(), tensor.is_neg())
+
+
+def _forget_alias(value: Any) -> None:
+    _alias_cache.pop(id(value), None)
+
+
 class _Aliaser:
     """Replaces gxu values by backing-device aliases, remembering which storages it saw."""
 
@@ -132,15 +165,28 @@ class _Aliaser:
         self.device = device
         self.storages: dict[int, torch.UntypedStorage] = {}
 
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return type(value)(self(v) for v in value)
-        if isinstance(value, torch.Tensor):
+    def tensor(self, value: torch.Tensor) -> torch.Tensor:
+        entry = _alias_cache.get(id(value))
+        if entry is None or entry[0]() is not value:
             if value.device.type != "gxu":
                 return value
-            storage = value.untyped_storage()
-            self.storages[storage.data_ptr()] = storage
-            return _with_math_bits(memory.alias_with(value, storage, self.device), value)
+            entry = None
+        storage = value.untyped_storage()
+        self.storages[storage.data_ptr()] = storage
+        key = _alias_key(value, storage)
+        if entry is not None and entry[1] == key:
+            return entry[2]
+        alias = _with_math_bits(memory.alias_with(value, storage, self.device), value)
+        if len(_alias_cache) >= _MAX_CACHED_ALIASES:
+            _alias_cache.clear()
+        _alias_cache[id(value)] = (weakref.ref(value), key, alias)
+        return alias
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self.tensor(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self(v) for v in value)
         if isinstance(value, torch.device) and value.type == "gxu":
             return target.freeze()
         if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
@@ -170,6 +216,7 @@ def _sync_geometry(original: Any, alias: Any) -> None:
     if memory.is_gxu(original) and (alias.size() != original.size()
                                 or alias.stride() != original.stride()
                                 or alias.storage_offset() != original.storage_offset()):
+        _forget_alias(original)
         memory.set_storage(original, original.untyped_storage(), alias.storage_offset(),
                            alias.size(), alias.stride())
 
@@ -178,7 +225,14 @@ def _run_on_backing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device
                     kwargs: dict) -> tuple[_Aliaser, Any]:
     aliaser = _Aliaser(device)
     backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
-    result = _run(op, plan, backing_args, backing_kwargs)
+    try:
+        result = _run(op, plan, backing_args, backing_kwargs)
+    except BaseException:
+        # A failed kernel may have changed a written alias's metadata (an `out=` resized
+        # before its storage refused to grow): its cached alias no longer matches its key.
+        for position, name in plan.written:
+            _map(_argument(args, kwargs, position, name), _forget_alias)
+        raise
     for position, name in plan.written:
         _map_pairs(_argument(args, kwargs, position, name),
                    _argument(backing_args, backing_kwargs, position, name), _sync_geometry)
@@ -213,6 +267,7 @@ def _run_growing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, a
 
 def _adopt(original: Any, grown: Any) -> None:
     if memory.is_gxu(original):
+        _forget_alias(original)
         owner = memory.from_backing(grown).untyped_storage()
         memory.set_storage(original, owner, grown.storage_offset(), grown.size(), grown.stride())
 
@@ -229,8 +284,13 @@ def _map_pairs(original: Any, backing: Any, fn: Callable[[Any, Any], None]) -> N
 _NOT_RESIZABLE = "not resizable"
 
 
-def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: Any,
-             **kwargs: Any) -> Any:
+def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """The PrivateUse1 fallback (registered without the keyset, which it would not use and
+    which costs a Python object per call)."""
+    return _fallback(op, args, kwargs)
+
+
+def _fallback(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     plan = _plan(op)
     device = target.backing_device()
     try:
@@ -244,25 +304,35 @@ def fallback(keyset: torch._C.DispatchKeySet, op: torch._ops.OpOverload, *args: 
         aliaser, result = _run_growing(op, plan, device, args, kwargs)
 
     wanted = kwargs.get("device")
-    stays_put = wanted is not None and torch.device(wanted).type != "gxu"
+    if wanted is not None and torch.device(wanted).type != "gxu":
+        device = None  # results stay where the op was asked to put them
 
     def to_gxu(value: Any, written: int | None) -> Any:
         if written is not None:
             return _argument(args, kwargs, *plan.written[written])
-        if not isinstance(value, torch.Tensor) or stays_put or value.device != device:
-            return value
-        owner = aliaser.storages.get(value.untyped_storage().data_ptr())
-        if owner is not None:
-            return _with_math_bits(memory.gxu_view(owner, value.dtype, value.storage_offset(),
-                                                   value.size(), value.stride()), value)
-        return _with_math_bits(memory.from_backing(value), value)
+        return _to_gxu(value, aliaser, device)
 
+    if isinstance(result, torch.Tensor):  # the common case, first
+        return to_gxu(result, plan.returns_written[0] if plan.returns_written else None)
     if isinstance(result, tuple):
         return tuple(_map(v, lambda t: to_gxu(t, None)) if isinstance(v, list) else to_gxu(v, w)
                      for v, w in zip(result, plan.returns_written))
     if isinstance(result, list):
         return [to_gxu(v, None) for v in result]
-    return to_gxu(result, plan.returns_written[0] if plan.returns_written else None)
+    return result
+
+
+def _to_gxu(value: Any, aliaser: _Aliaser, device: torch.device | None) -> Any:
+    """A backing result as gxu: a view of a gxu argument's storage, or a fresh owner."""
+    if device is None or not isinstance(value, torch.Tensor) or value.device != device:
+        return value
+    owner = aliaser.storages.get(value.untyped_storage().data_ptr()) if aliaser.storages else None
+    if owner is not None:
+        result = memory.gxu_view(owner, value.dtype, value.storage_offset(), value.size(),
+                                 value.stride())
+    else:
+        result = memory.from_backing(value)
+    return _with_math_bits(result, value)
 
 
 def _default_strides(size: tuple[int, ...], memory_format: torch.memory_format | None) -> tuple:
@@ -301,10 +371,24 @@ def copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) 
     return dst
 
 
-def _set_metadata(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
+def _metadata_only(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
+    """A kernel running `op`'s CPU kernel on gxu tensors as they are: for ops that only
+    touch metadata (sizes, strides, storage), which those kernels do for any device."""
+    handle = op._handle
+
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
-        return op.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.CPU), *args, **kwargs)
+        return handle.redispatch_boxed(_CPU_KEYS, *args, **kwargs)
     return kernel
+
+
+# View primitives whose CPU kernels make the view from the tensor's own storage and key set
+# (so the result is a gxu view) without looking at its memory; transpose, permute, expand,
+# select, slice, squeeze and the other composite views all end in `as_strided`. Running them
+# this way instead of through the fallback saves aliasing the input and wrapping the view.
+METADATA_VIEWS = ("view", "as_strided", "_reshape_alias")
 
 
 def _fallback_for(name: str) -> Callable[..., Any]:
@@ -312,9 +396,29 @@ def _fallback_for(name: str) -> Callable[..., Any]:
     packet, _, overload = name[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
 
-    def kernel(keyset: torch._C.DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
-        return fallback(keyset, op, *args, **kwargs)
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return _fallback(op, args, kwargs)
     return kernel
+
+
+def empty_memory_format(size: Any, *, dtype: torch.dtype | None = None,
+                        layout: torch.layout | None = None, device: Any = None,
+                        pin_memory: bool | None = None,
+                        memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    """`aten::empty.memory_format`: backing memory wrapped in one step. Inductor's compiled
+    graphs allocate every output this way (or with `empty_strided`) on every call."""
+    backing = torch.empty(size, dtype=dtype, layout=layout, device=target.freeze(),
+                          pin_memory=pin_memory, memory_format=memory_format)
+    return memory.from_backing(backing, exact=True)
+
+
+def empty_strided(size: Any, stride: Any, *, dtype: torch.dtype | None = None,
+                  layout: torch.layout | None = None, device: Any = None,
+                  pin_memory: bool | None = None) -> torch.Tensor:
+    """`aten::empty_strided`, as `empty_memory_format`."""
+    backing = torch.empty_strided(size, stride, dtype=dtype, layout=layout,
+                                  device=target.freeze(), pin_memory=pin_memory)
+    return memory.from_backing(backing, exact=True)
 
 
 # Ops that run for real on gxu while a TorchDispatchMode (e.g. FakeTensorMode) is active,
@@ -322,19 +426,51 @@ def _fallback_for(name: str) -> Callable[..., Any]:
 # A Python-registered *fallback* cannot serve them then: PythonKernelHolder trampolines
 # through the per-op registry, which only holds `impl` registrations, and asserts
 # (python_dispatch.cpp "func != nullptr", torch 2.11 and 2.13). So they get explicit impls.
-MODE_SAFE_OPS = ("_to_copy", "empty.memory_format", "empty_strided", "copy_")
+# The two allocations have kernels of their own (`empty_memory_format`, `empty_strided`).
+MODE_SAFE_OPS = ("_to_copy", "copy_")
 
 
 _CONVOLUTIONS = ("aten::convolution", "aten::_convolution", "aten::convolution_backward")
 _libraries: list[torch.library.Library] = []
 
 
+def _on_meta(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype,
+                                   device="meta")
+    return value
+
+
+def _in_layout(result: Any, promised: Any) -> Any:
+    if not isinstance(result, torch.Tensor) or result.stride() == promised.stride():
+        return result
+    laid_out = torch.empty_strided(promised.size(), promised.stride(), dtype=result.dtype,
+                                   device=result.device)
+    return laid_out.copy_(result)
+
+
+def _convolution_kernel(name: str) -> Callable[..., Any]:
+    """The fallback for a convolution op, its results in the layout torch's meta kernel
+    promises (what Inductor's compiled code asserts): cuDNN may choose another one."""
+    packet, _, overload = name[len("aten::"):].partition(".")
+    op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+    run = _fallback_for(name)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        result = run(*args, **kwargs)
+        promised = op(*tree_map(_on_meta, args), **tree_map(_on_meta, kwargs))
+        if isinstance(result, tuple):
+            return tuple(_in_layout(r, m) for r, m in zip(result, promised))
+        return _in_layout(result, promised)
+    return kernel
+
+
 def register() -> None:
-    """Install the fallback and the three dedicated kernels for the PrivateUse1 key."""
+    """Install the fallback and the dedicated kernels for the PrivateUse1 key."""
     if _libraries:
         return
     fallback_library = torch.library.Library("_", "IMPL")
-    fallback_library.fallback(fallback, "PrivateUse1", with_keyset=True)
+    fallback_library.fallback(fallback, "PrivateUse1")
     aten = torch.library.Library("aten", "IMPL")
     # A structured op without a gxu kernel runs its CompositeExplicitAutogradNonFunctional
     # kernel: an allocation and then its out= variant, two trips through the fallback.
@@ -348,12 +484,18 @@ def register() -> None:
                 name.partition(".")[0] in _CONVOLUTIONS
                 or torch._C._dispatch_has_kernel_for_dispatch_key(
                     name, "CompositeExplicitAutogradNonFunctional")):
-            aten.impl(name[len("aten::"):], _fallback_for(name), "PrivateUse1", with_keyset=True)
+            convolution = name.partition(".")[0] in _CONVOLUTIONS
+            aten.impl(name[len("aten::"):], (_convolution_kernel if convolution
+                                             else _fallback_for)(name), "PrivateUse1")
     aten.impl("_copy_from", copy_from, "PrivateUse1")
     aten.impl("resize_", resize_, "PrivateUse1")
     for overload in ("source_Storage", "source_Storage_storage_offset"):
-        aten.impl(f"set_.{overload}", _set_metadata(getattr(torch.ops.aten.set_, overload)),
+        aten.impl(f"set_.{overload}", _metadata_only(getattr(torch.ops.aten.set_, overload)),
                   "PrivateUse1")
+    for name in METADATA_VIEWS:
+        aten.impl(name, _metadata_only(getattr(torch.ops.aten, name).default), "PrivateUse1")
+    aten.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
+    aten.impl("empty_strided", empty_strided, "PrivateUse1")
     for name in MODE_SAFE_OPS:
-        aten.impl(name, _fallback_for(f"aten::{name}"), "PrivateUse1", with_keyset=True)
+        aten.impl(name, _fallback_for(f"aten::{name}"), "PrivateUse1")
     _libraries.extend([fallback_library, aten])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import pickle
+import pickletools
 import sys
 import threading
 from pathlib import Path
@@ -30,13 +31,18 @@ def runtime_hash() -> str:
 
 
 def _readable(numba_file: Path) -> bool:
-    """Whether numba can read one of its cache files (an index: a version pickle, then
-    the index pickle; data: one pickle). Numba itself raises on a truncated one."""
+    """Whether numba can read one of its cache files (an index: a version pickle, then the
+    index pickle; data: one pickle). Numba itself raises on a truncated one. Data pickles
+    name the generated module, so they are walked opcode by opcode, not loaded."""
     try:
         with open(numba_file, "rb") as f:
             if numba_file.suffix == ".nbi":
                 pickle.load(f)
-            pickle.loads(f.read())
+                pickle.loads(f.read())
+            else:
+                opcodes = list(pickletools.genops(f.read()))
+                if not opcodes or opcodes[-1][0].name != "STOP":
+                    return False
         return True
     except Exception:  # any damage: truncation, garbage, a half-written file
         return False

@@ -802,11 +802,13 @@ def _to64(t: Any) -> Any:
 
 
 def compare(actual: torch.Tensor, expected: torch.Tensor, ref64: torch.Tensor, exact: bool,
-            tol_dtype: torch.dtype, scale: float, what: str) -> None:
+            tol_dtype: torch.dtype, scale: float, what: str, device: Optional[str] = "gxu") -> None:
+    """Raise Mismatch unless `actual` agrees with `expected` (see the package docstring);
+    `device`: the device type `actual` must be on (None: already moved, not checked)."""
     if not isinstance(actual, torch.Tensor):
         raise Mismatch(f"{what}: compiled returned {type(actual).__name__}")
-    if actual.device.type != "gxu":
-        raise Mismatch(f"{what}: compiled result on {actual.device}, not gxu")
+    if device is not None and actual.device.type != device:
+        raise Mismatch(f"{what}: compiled result on {actual.device}, not {device}")
     actual = actual.cpu()
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         raise Mismatch(f"{what}: compiled {tuple(actual.shape)} {actual.dtype}, eager "
@@ -856,6 +858,20 @@ def check_launches(what: str) -> int:
     return len(launches)
 
 
+def tolerance_dtype(prog: Program) -> torch.dtype:
+    """The lowest float precision the program involves (its ulps set the tolerance)."""
+    dtypes = [s.dtype for s in prog.inputs] + [
+        dt for dt in FLOATS if NAMES[dt] in prog.source]
+    low = [dt for dt in (BF16, F16) if dt in dtypes]
+    return low[0] if low else F32
+
+
+def value_scale(cpu_inputs, ref64) -> float:
+    """The largest finite magnitude among the inputs and the float64 results (at least 1)."""
+    return max([t.abs().max().item() for t in map(_to64, list(cpu_inputs) + list(ref64))
+                if t.is_floating_point() and t.numel() and t.isfinite().all()] + [1.0])
+
+
 def run_program(prog: Program) -> tuple[str, str]:
     """Compile and compare; returns ("ok", "") or ("unsupported", reason); raises Mismatch
     on a wrong answer and any other exception on a crash. ("eager", msg) if eager rejects."""
@@ -863,10 +879,7 @@ def run_program(prog: Program) -> tuple[str, str]:
     torch._dynamo.reset()
     fn, fn64 = prog.fn(), prog.fn({F32: F64, F16: F64, BF16: F64})
     compiled = torch.compile(fn, dynamic=prog.dynamic, fullgraph=True)
-    dtypes = [s.dtype for s in prog.inputs] + [
-        dt for dt in FLOATS if NAMES[dt] in prog.source]
-    low = [dt for dt in (BF16, F16) if dt in dtypes]
-    tol_dtype = low[0] if low else F32
+    tol_dtype = tolerance_dtype(prog)
     for call in range(prog.calls):
         cpu_inputs = prog.make_inputs(call, "cpu")
         try:
@@ -874,8 +887,7 @@ def run_program(prog: Program) -> tuple[str, str]:
             ref64 = fn64(*[_to64(t) for t in cpu_inputs])
         except Exception as e:
             return "eager", f"{type(e).__name__}: {e}"
-        scale = max([t.abs().max().item() for t in map(_to64, list(cpu_inputs) + list(ref64))
-                     if t.is_floating_point() and t.numel() and t.isfinite().all()] + [1.0])
+        scale = value_scale(cpu_inputs, ref64)
         gxu_inputs = prog.make_inputs(call, "gxu")
         gxusim.clear_launches()
         try:

@@ -1,0 +1,50 @@
+"""The three-way driver (three_way.py) end to end on a small batch. Without a GPU both sides
+run on the emulator (plumbing mode); on a GPU machine this is a real three-way run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from .three_way import ROOT, bitwise_diff, generate
+
+
+def test_generate_is_deterministic_and_distinct():
+    a = [json.dumps(p.to_json(), sort_keys=True) for p in generate(6, 3)]
+    b = [json.dumps(p.to_json(), sort_keys=True) for p in generate(6, 3)]
+    assert a == b and len(set(a)) == 6
+
+
+def test_bitwise_diff():
+    x = torch.tensor([0.0, 1.5, float("nan")])
+    assert bitwise_diff(x, x.clone(), "o") is None
+    nan2 = torch.tensor([0.0, 1.5, 0.0]).view(torch.int32)
+    nan2[2] = 0x7FFFFFFF  # another NaN payload: still equal
+    assert bitwise_diff(x, nan2.view(torch.float32), "o") is None
+    msg = bitwise_diff(x, torch.tensor([-0.0, 1.5, float("nan")]), "o")
+    assert msg and "only the signs of zeros" in msg
+    assert "1/2" in bitwise_diff(torch.tensor([1, 2]), torch.tensor([1, 3]), "o")
+
+
+def test_three_way_driver_end_to_end(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "GXUSIM_TARGET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz.three_way", "--examples", "3", "--seed", "6",
+         "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    summary = out[out.index("three-way fuzz summary"):]
+    lines = dict(line.strip().rsplit(None, 1) for line in summary.splitlines()[1:5])
+    assert lines["programs"] == "3", summary
+    assert int(lines["ok"]) + int(lines["unsupported"]) == 3, summary
+    for side in ("gpu", "emulator"):
+        saved = sorted((tmp_path / "results" / side).glob("*.pt"))
+        assert len(saved) == 3
+        rec = torch.load(saved[0], weights_only=True)
+        assert rec["status"] in ("ok", "unsupported") and rec["calls"]
+    assert (tmp_path / "failures.jsonl").read_text() == ""
+    assert len(json.loads((tmp_path / "programs.json").read_text())) == 3
