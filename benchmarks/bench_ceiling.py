@@ -185,11 +185,15 @@ def main() -> None:
         except Exception as error:  # one failed case is reported, the rest still run
             print(f"{case.name}: FAILED {type(error).__name__}: {str(error)[:300]}", flush=True)
             continue
-        print(f"{case.name}: {rows[-1]['candidates']} configs in "
-              f"{time.perf_counter() - start:.0f} s", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        row = rows[-1]
+        print(f"{case.name}: {row['candidates']} configs in {time.perf_counter() - start:.0f} s; "
+              f"TB/s seed {row['bytes'] / row['seed_s'] / 1e12:.2f} gxu "
+              f"{row['bytes'] / row['gxu_s'] / 1e12:.2f} ceiling "
+              f"{row['bytes'] / row['ceiling_s'] / 1e12:.2f} ({row['ceiling_config'][:50]})",
+              flush=True)
+        if args.json:  # after every case: a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
     print(_table(rows))
 
 
