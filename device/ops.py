@@ -434,11 +434,14 @@ _CONVOLUTIONS = ("aten::convolution", "aten::_convolution", "aten::convolution_b
 _libraries: list[torch.library.Library] = []
 
 
-def _on_meta(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype,
-                                   device="meta")
-    return value
+def _promised(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
+    """The op's results as torch's fake gxu tensors lay them out: what Inductor traced with
+    and asserts on (the meta device's answer differs: it follows the inputs' layout)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake_args, fake_kwargs = tree_map(
+            lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v, (args, kwargs))
+        return op(*fake_args, **fake_kwargs)
 
 
 def _in_layout(result: Any, promised: Any) -> Any:
@@ -450,15 +453,16 @@ def _in_layout(result: Any, promised: Any) -> Any:
 
 
 def _convolution_kernel(name: str) -> Callable[..., Any]:
-    """The fallback for a convolution op, its results in the layout torch's meta kernel
-    promises (what Inductor's compiled code asserts): cuDNN may choose another one."""
+    """The fallback for a convolution op, its results in the layout torch promises for gxu
+    (what Inductor's compiled code asserts); the backing kernels (cuDNN, oneDNN) may
+    choose another one."""
     packet, _, overload = name[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
     run = _fallback_for(name)
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         result = run(*args, **kwargs)
-        promised = op(*tree_map(_on_meta, args), **tree_map(_on_meta, kwargs))
+        promised = _promised(op, args, kwargs)
         if isinstance(result, tuple):
             return tuple(_in_layout(r, m) for r, m in zip(result, promised))
         return _in_layout(result, promised)
