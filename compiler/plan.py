@@ -185,6 +185,10 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     xnumel = numels.get("xnumel", 1)
     rules: dict[str, str] = {}
     meta: dict[str, int] = {}
+    if shape.is_reduction and shape.is_2d:
+        raise NotImplementedError(
+            f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
+            f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
     if shape.is_reduction:
         choice = _policy_call(policy, "select_reduction", xnumel, numels["r0_numel"], dtype)
         meta["XBLOCK"] = shape.static_blocks.get("XBLOCK") or \

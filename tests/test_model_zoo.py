@@ -163,14 +163,12 @@ ZOO = {
 # training step 83 s. The default run keeps the encoder layer's forward, its eval fast path
 # and its AMP step (~3 min); the rest are `slow`.
 # resnet18's training step stops with a clear error on both targets, never a wrong answer:
-# on cuda (H200, torch 2.11) Inductor tiles one backward kernel over three grid axes, which
-# gxu's tile loop does not flatten yet; on the emulator the coverage check reports that a
-# fused batchnorm-backward kernel's in_out_ptr1 is written by no program (not yet triaged:
-# a check too strict for that kernel, or a real gap).
+# Inductor tiles some of its backward kernels over more axes than gxu's planner takes (on
+# cuda, a pointwise kernel over three grid axes; on the emulator, a reduction over two).
 _RESNET_TRAIN = pytest.mark.xfail(
-    strict=True, raises=(torch._inductor.exc.InductorError, gxusim.EmulationError),
-    reason="cuda: 3-axis tile grid refused; emulator: 'uncovered' finding in a fused "
-           "batchnorm-backward kernel")
+    strict=True, raises=(torch._inductor.exc.InductorError, NotImplementedError),
+    reason="a kernel tiled over more grid axes than gxu plans (3-axis pointwise, 2-axis "
+           "reduction): refused with NotImplementedError")
 MARKS = {
     ("resnet18", False): [pytest.mark.slow],
     ("resnet18", True): [pytest.mark.slow, _RESNET_TRAIN],
