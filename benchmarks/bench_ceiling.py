@@ -96,7 +96,17 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
     for launch in captured:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
-        bytes_moved += sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        kernel_bytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        bytes_moved += kernel_bytes
+
+        def sample(plan, seconds: float, policy: str) -> dict:
+            """One (config, time) pair with the facts the performance model predicts from:
+            held-out data for benchmarks/validate_model.py."""
+            return {"case": case.name, "kernel": kernel.name, "policy": policy,
+                    "numels": numels, "seconds": seconds, "meta": plan.meta,
+                    "num_warps": plan.num_warps, "num_stages": plan.num_stages,
+                    "programs": plan.programs, "n_tiles": plan.n_tiles,
+                    "facts": dataclasses.asdict(plan.facts(kernel.shape, numels, kernel_bytes, spec))}
         reference = [a.clone() for n, a in zip(kernel.shape.runtime_args, args)
                      if n in kernel.written]
         plans = candidate_plans(kernel.shape, numels, spec)
@@ -112,16 +122,15 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
             timed.append((target.time_launch(kernel._target_launch(plan), args), plan))
         best_s, best = min(timed, key=lambda item: item[0])
         # Every (config, time) of the search: held-out data for the performance model.
-        samples += [{"kernel": kernel.name, "numels": numels, "seconds": seconds,
-                     "meta": plan.meta, "num_warps": plan.num_warps,
-                     "num_stages": plan.num_stages, "programs": plan.programs,
-                     "n_tiles": plan.n_tiles} for seconds, plan in timed]
+        samples += [sample(plan, seconds, "candidate") for seconds, plan in timed]
         totals["ceiling"] += best_s
         candidates_timed += len(timed)
         configs.append(f"{best.meta} w{best.num_warps} s{best.num_stages}")
         for policy_name in ("seed", "gxu"):
             plan = plan_launch(kernel.shape, numels, dtype, resolve_policy(policy_name), spec)
-            totals[policy_name] += target.time_launch(kernel._target_launch(plan), args)
+            seconds = target.time_launch(kernel._target_launch(plan), args)
+            totals[policy_name] += seconds
+            samples.append(sample(plan, seconds, policy_name))
         # Autotune walks the same space and keeps the fastest it timed: that pick, timed
         # again, shows how far a measured choice sits from the ceiling (noise).
         totals["autotune"] += target.time_launch(kernel._target_launch(best), args)

@@ -137,3 +137,26 @@ class GXUScheduling(TritonScheduling):
                     f"gxusim: Inductor chose a {type(kernel).__name__} for gxu (e.g. a split "
                     f"scan); it picks its own program ids and cannot be capped at the spec's grid")
         return kernels
+
+    def define_kernel(self, src_code: str, node_schedule, kernel) -> str:
+        # The aten ops fused into this kernel travel in its inductor_meta, so the launcher
+        # can log the fusion decision ("[Fusion] kernel <- aten.add + aten.relu") at run time.
+        operators = fused_aten_operators(node_schedule)
+        src_code = src_code.replace("inductor_meta={", f"inductor_meta={{'original_aten': "
+                                    f"{operators!r}, ", 1)
+        return super().define_kernel(src_code, node_schedule, kernel)
+
+
+def fused_aten_operators(node_schedule) -> list[str]:
+    """The aten operators (e.g. "aten.add") whose FX nodes a kernel's schedule came from,
+    in graph order, each once."""
+    from torch._inductor.utils import aggregate_origins
+    origins = [o for o in aggregate_origins(node_schedule) if o.op == "call_function"]
+    order = {node: index for index, node in enumerate(origins[0].graph.nodes)} if origins else {}
+    names = []
+    for origin in sorted(origins, key=lambda node: order.get(node, 0)):
+        aten = origin.meta.get("original_aten")
+        name = str(getattr(aten, "_overloadpacket", aten or origin.target))
+        if name not in names:
+            names.append(name)
+    return names

@@ -156,7 +156,7 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.header.splice("""
-            from gxusim.compiler.launcher import RecordedExternKernels
+            from gxusim.compiler.launcher import RecordedExternKernels, reinterpret_tensor
             extern_kernels = RecordedExternKernels(extern_kernels)
         """)
 

@@ -9,7 +9,8 @@ so `@triton_heuristics.pointwise(...)` and friends wrap each `@triton.jit` kerne
    or its search, clamped or rejected against the active spec), once per size signature;
 2. checks the final launch with `gxusim.findings.check_launch` (raises `GXULimitError`
    before anything runs);
-3. executes it on the active target (`gxusim.target`: the GPU, or the emulator);
+3. executes it on the active target (`gxusim.target`: the GPU, or the emulator), unless
+   inside `predict_only()`, where nothing executes (the arguments may be fake tensors);
 4. records a `gxusim.launch.Launch` with the performance model's prediction from the
    target's counted facts (the emulator) or the plan's (the GPU), and any measured time.
 
@@ -19,8 +20,10 @@ number of programs is a free choice between 1 and the tile count.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import importlib.util
+import logging
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -74,6 +77,35 @@ def capture() -> Iterator[list[CapturedLaunch]]:
         _captured.remove(launches)
 
 
+_predicting = contextvars.ContextVar("gxusim_predict_only", default=False)
+PREDICTED = targets.Outcome([])  # what a launch that does not execute teaches
+
+
+@contextlib.contextmanager
+def predict_only() -> Iterator[None]:
+    """Inside the block, gxu kernels are planned, checked and recorded with the performance
+    model's prediction (target "predict"), but not executed: with FakeTensor arguments a
+    model is "run" at any size without memory or time (`gxusim.predict`)."""
+    token = _predicting.set(True)
+    try:
+        yield
+    finally:
+        _predicting.reset(token)
+
+
+_reinterpret_fast = torch._C._dynamo.guards._reinterpret_tensor
+
+
+def reinterpret_tensor(tensor: torch.Tensor, size: Sequence[int], stride: Sequence[int],
+                       offset: int) -> torch.Tensor:
+    """The gxu wrapper's `reinterpret_tensor`: Inductor's C fast path, except in
+    `predict_only`, where arguments are FakeTensors and the fast path (which skips
+    dispatch) would hand back the fake's meta storage instead of a fake view."""
+    if _predicting.get():  # `offset` is relative to the tensor's own storage offset
+        return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
+    return _reinterpret_fast(tensor, size, stride, offset)
+
+
 class GXUKernel:
     """A generated gxu kernel: the `@triton.jit` function plus how to launch it under GXU limits."""
 
@@ -91,6 +123,9 @@ class GXUKernel:
         self._prepared: dict[tuple, _Prepared] = {}
         self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
+        self.fusion = tuple(inductor_meta.get("original_aten", ()))
+        if launch_records.log.isEnabledFor(logging.INFO):
+            launch_records.log.info(launch_records.fusion_line(self.name, self.fusion))
 
     # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
     def precompile(self, *args: Any, **kwargs: Any) -> None:
@@ -127,13 +162,13 @@ class GXUKernel:
         candidates on the active target, when the target can)."""
         dtype = _dtype_of(args, self.shape.runtime_args)
         target = targets.active()
-        kernel_args = args if target.accepts_gxu_tensors else _backing_args(args)
 
         def time_plan(candidate: LaunchPlan) -> float:
+            kernel_args = args if target.accepts_gxu_tensors else _backing_args(args)
             return target.time_launch(self._target_launch(candidate), kernel_args)
 
         return plan_launch(self.shape, numels, dtype, policy, spec,
-                           time_plan if target.can_time else None,
+                           time_plan if target.can_time and not _predicting.get() else None,
                            sized_key(self.shape.source, numels, dtype, spec))
 
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:
@@ -151,8 +186,8 @@ class GXUKernel:
             a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)), spec)
         meta = {**plan.meta, **numels, **self.shape.static_blocks,
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
-        return _Prepared(plan, self._target_launch(plan), meta, policy, spec,
-                         perf_model.predict_seconds(static_facts, spec))
+        return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
+                         perf_model.predict_seconds(static_facts, spec), self.fusion)
 
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
@@ -163,6 +198,9 @@ class GXUKernel:
         prepared = self._prepared.get(key)
         if prepared is None or prepared.policy is not policy or prepared.spec is not spec:
             prepared = self._prepared[key] = self._prepare(args, policy, spec)
+        if _predicting.get():
+            launch_records.record_lazily(prepared.record, "predict", PREDICTED)
+            return
         target = targets.active()
         outcome = target.execute(prepared.launch,
                                  args if target.accepts_gxu_tensors else _backing_args(args),
@@ -180,18 +218,23 @@ class _Prepared:
     meta: dict[str, int]  # what the launch record shows
     policy: Heuristics
     spec: HardwareSpec
-    predicted_s: float  # from the plan, for targets that count nothing themselves
+    facts: perf_model.LaunchFacts  # from the plan, for targets that count nothing themselves
+    predicted_s: float  # ... and what the model makes of them
+    fusion: tuple[str, ...]
 
     def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
         """The launch record of one launch of this plan."""
         plan = self.plan
+        facts = outcome.facts or self.facts
         return launch_records.Launch(
             kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
             meta=dict(self.meta), target=target, policy=self.policy.name,
             findings=outcome.findings,
             predicted_s=self.predicted_s if outcome.facts is None
             else perf_model.predict_seconds(outcome.facts, self.spec),
-            measured_s=outcome.measured_s, rules=plan.rules)
+            measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
+            occupancy_limiter=outcome.occupancy_limiter
+            or perf_model.residency_limiter(self.spec, plan.num_warps))
 
 
 class RecordedExternKernels:
@@ -210,7 +253,8 @@ class RecordedExternKernels:
             result = function(*args, **kwargs)
             launch_records.record(launch_records.Launch(
                 kernel=f"extern_kernels.{name}", grid=(1, 1, 1), num_warps=0,
-                meta={"extern": "eager on the backing device"}, target=targets.current_target(),
+                meta={"extern": "eager on the backing device"},
+                target="predict" if _predicting.get() else targets.current_target(),
                 policy="extern"))
             return result
         return recorded

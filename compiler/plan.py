@@ -24,6 +24,7 @@ import torch
 
 from gxusim import perf_model
 from gxusim.kernel_args import NUMEL_ARGS
+from gxusim.kernel_work import KernelWork, kernel_work
 from gxusim.spec import HardwareSpec
 
 from .heuristics import Heuristics, cdiv
@@ -45,6 +46,7 @@ class KernelShape:
     block_params: tuple[str, ...]  # constexpr block sizes the launcher must pass
     static_blocks: dict[str, int]  # block sizes fixed in the body, not launch parameters
     source: str = ""  # the kernel's Python source (names it in search caches)
+    work: KernelWork = KernelWork()  # operations per element, counted from the source
 
     @property
     def numel_args(self) -> tuple[tuple[str, int], ...]:
@@ -71,7 +73,7 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
     blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
     source = inspect.getsource(python_fn)
     static = {block: int(size) for block, size in _STATIC_BLOCK.findall(source)}
-    return KernelShape(name, runtime, blocks, static, source)
+    return KernelShape(name, runtime, blocks, static, source, kernel_work(source))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,17 +97,23 @@ class LaunchPlan:
         """Block elements one tile issues: its blocks (a persistent reduction's fixed R0_BLOCK
         included) times the chunks a looped reduction walks through."""
         blocks = {**self.meta, **shape.static_blocks}
-        chunks = cdiv(numels["r0_numel"], self.meta["R0_BLOCK"]) if "R0_BLOCK" in self.meta else 1
-        return math.prod(blocks.values()) * chunks
+        return math.prod(blocks.values()) * self.chunks(numels)
+
+    def chunks(self, numels: dict[str, int]) -> int:
+        """Reduction chunks one tile walks through (1 unless the reduction is looped)."""
+        return cdiv(numels["r0_numel"], self.meta["R0_BLOCK"]) if "R0_BLOCK" in self.meta else 1
 
     def facts(self, shape: KernelShape, numels: dict[str, int], bytes_moved: float,
               spec: HardwareSpec) -> perf_model.LaunchFacts:
         """The launch as the performance model sees it without running it: `bytes_moved`
-        from the arguments' sizes, and warps alone limiting residency."""
+        from the arguments' sizes, warps alone limiting residency, arithmetic counted from
+        the kernel's source."""
+        work = shape.work
         return perf_model.LaunchFacts(
             self.programs, self.num_warps, self.tiles_per_program,
             self.tile_elements(shape, numels), bytes_moved,
-            perf_model.blocks_per_sm(spec, self.num_warps))
+            perf_model.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
+            work.scans * self.chunks(numels))
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

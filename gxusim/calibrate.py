@@ -1,85 +1,135 @@
-"""Calibration: measure capped-grid kernels on a real GPU and fit the performance model.
+"""Calibration: time compiled GXU kernels on a real GPU and fit the performance model.
 
-`calibrate(spec)` times a grid-stride `out = relu(x + y)` kernel (the seed's example) over
-a grid of XBLOCK x num_warps x programs x sizes with `triton.testing.do_bench`, fits
-`perf_model.fit`, and returns the fitted spec with a table of measured against predicted
-times. `write_spec_toml` saves it as a spec file (`base = "<spec>"` plus the fitted
-fields) that `gxusim.load_spec`, `GXUSIM_SPEC` and every command accept.
+`measure(spec)` compiles a calibration set of small programs for gxu on the cuda target
+(pointwise arithmetic, transcendentals, row reductions, a scan, a 3D permute: every term of
+the model is exercised), captures each generated kernel with its arguments, and times it
+under a sample of the legal launch plans (`plan.candidate_plans`, plus smaller grids) with
+`triton.testing.do_bench` (events around the launches alone: the kernel's time, not the
+host's). Each sample is the plan's `LaunchFacts` and its measured time. `calibrate(spec)`
+fits every model term (`perf_model.fit`); `write_spec_toml` saves the fitted fields as a
+spec file (`base = "<spec>"`) that `load_spec`, `GXUSIM_SPEC` and every command accept.
+
+The calibration programs are deliberately not the model suite's or the ceiling
+benchmark's, so those stay held out for checking the fit (`benchmarks/validate_model.py`).
 """
 from __future__ import annotations
 
-import itertools
+import dataclasses
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
-import triton
-import triton.language as tl
 
 from . import perf_model
 from .spec import HardwareSpec
 
-XBLOCKS = (512, 1024, 2048, 4096, 8192)
-WARPS = (2, 4, 8, 16)
-SIZES = (1 << 20, 1 << 24, 100_000_000)
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    name: str
+    fn: Callable[..., torch.Tensor]
+    shapes: tuple[tuple[int, ...], ...]
 
 
-@triton.jit
-def _capped_add_relu(x_ptr, y_ptr, out_ptr, numel, XBLOCK: tl.constexpr):
-    for tile in range(tl.program_id(0), tl.cdiv(numel, XBLOCK), tl.num_programs(0)):
-        index = tile * XBLOCK + tl.arange(0, XBLOCK)
-        mask = index < numel
-        value = tl.load(x_ptr + index, mask) + tl.load(y_ptr + index, mask)
-        tl.store(out_ptr + index, tl.maximum(value, 0.0), mask)
+def _fma3(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    return x * y + z
 
 
-def _grids(tiles: int, spec: HardwareSpec) -> list[int]:
-    """Programs to try: the GXU-like cap, one and four per SM, and one per tile."""
-    return sorted({min(tiles, g) for g in (32, spec.sm_count, 4 * spec.sm_count, tiles)})
+def _exp_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.exp(-x.abs()) * torch.sin(x)
 
 
-def measure(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] = None
-            ) -> list[tuple[dict, perf_model.LaunchFacts, float]]:
-    """(config, profile, measured seconds) for every configuration, on the current GPU."""
-    samples = []
-    configs = [(n, x, w) for n, x, w in itertools.product(SIZES, XBLOCKS, WARPS)
-               if w * spec.warp_size <= x and w <= spec.max_num_warps]
-    for done, (numel, xblock, warps) in enumerate(configs):
-        x, y = torch.randn(numel, device="cuda"), torch.randn(numel, device="cuda")
-        out = torch.empty_like(x)
-        tiles = triton.cdiv(numel, xblock)
-        for programs in _grids(tiles, spec):
-            seconds = triton.testing.do_bench(
-                lambda: _capped_add_relu[(programs,)](x, y, out, numel, XBLOCK=xblock,
-                                                      num_warps=warps),
-                warmup=5, rep=25) / 1e3
-            profile = perf_model.LaunchFacts(programs, warps, triton.cdiv(tiles, programs),
-                                             xblock, 12.0 * numel,
-                                             perf_model.blocks_per_sm(spec, warps))
-            config = {"numel": numel, "XBLOCK": xblock, "num_warps": warps, "programs": programs}
-            samples.append((config, profile, seconds))
-        if progress is not None:
-            progress(done + 1, len(configs))
+PROGRAMS: tuple[Program, ...] = (
+    Program("fma3 1M", _fma3, ((1 << 20,),) * 3),
+    Program("fma3 64M", _fma3, ((1 << 26,),) * 3),
+    Program("exp_sin 4M", _exp_sin, ((1 << 22,),)),
+    Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
+    Program("amax 8192x2048", lambda x: x.amax(1), ((8192, 2048),)),
+    Program("amax 1Mx64", lambda x: x.amax(1), ((1 << 20, 64),)),
+    Program("cumsum 512x8192", lambda x: (2 * x).cumsum(1), ((512, 8192),)),
+    Program("permute 64x1024x1024", lambda x: x.permute(0, 2, 1).contiguous(),
+            ((64, 1024, 1024),)),
+)
+PLANS_PER_KERNEL = 16  # sampled evenly from the legal plans, each also at a quarter grid
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    program: str
+    kernel: str
+    plan: dict
+    facts: perf_model.LaunchFacts
+    measured_s: float
+
+    def as_row(self, spec: HardwareSpec) -> dict:
+        return {"program": self.program, "kernel": self.kernel, **self.plan,
+                "facts": dataclasses.asdict(self.facts), "measured_s": self.measured_s,
+                "predicted_s": perf_model.predict_seconds(self.facts, spec)}
+
+
+def _sampled(plans: list, count: int) -> list:
+    """`count` plans spread evenly over the list (all of them when there are fewer), each
+    also on a quarter of its grid: the model's waves and tile-loop terms need grids that
+    differ, not only blocks and warps."""
+    step = max(1, len(plans) // count)
+    chosen = plans[::step][:count]
+    smaller = [dataclasses.replace(p, programs=max(1, p.programs // 4)) for p in chosen
+               if p.programs >= 4]
+    return chosen + smaller
+
+
+def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
+    """Compile one program for gxu, then time each of its kernels under sampled plans."""
+    from .compiler import launcher
+    from .compiler.plan import candidate_plans
+    from .target import active
+    torch.manual_seed(0)
+    inputs = [torch.randn(shape, device="gxu") for shape in program.shapes]
+    torch._dynamo.reset()
+    with launcher.capture() as captured:
+        torch.compile(program.fn, dynamic=False)(*inputs)
+    target, samples = active(), []
+    for launch in captured:
+        kernel, args = launch.kernel, launch.args
+        numels = kernel.numels(args)
+        moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        for plan in _sampled(candidate_plans(kernel.shape, numels, spec), PLANS_PER_KERNEL):
+            seconds = target.time_launch(kernel._target_launch(plan), args)
+            samples.append(Sample(program.name, kernel.name, {
+                "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
+                "num_stages": plan.num_stages, "numels": numels},
+                plan.facts(kernel.shape, numels, moved, spec), seconds))
     return samples
 
 
-def calibrate(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] = None
-              ) -> tuple[perf_model.Fit, list[dict]]:
-    """Fit the performance model's parameters of `spec` to measurements on this GPU."""
+def measure(spec: HardwareSpec, programs: Sequence[Program] = PROGRAMS,
+            progress: Optional[Callable[[int, int], None]] = None) -> list[Sample]:
+    """Samples of every calibration program on the current GPU (cuda target)."""
+    from .target import current_target
+    if current_target() != "cuda":
+        raise RuntimeError("gxusim calibrate times kernels on a GPU: it needs the cuda target "
+                           f"(the active target is {current_target()!r})")
+    samples = []
+    for done, program in enumerate(programs):
+        samples += measure_program(program, spec)
+        if progress is not None:
+            progress(done + 1, len(programs))
+    return samples
+
+
+def calibrate(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] = None,
+              programs: Sequence[Program] = PROGRAMS) -> tuple[perf_model.Fit, list[dict]]:
+    """Fit the performance model's terms of `spec` to measurements on this GPU."""
     if not torch.cuda.is_available():
         raise RuntimeError("gxusim calibrate measures kernels on a CUDA GPU, and torch sees none")
-    samples = measure(spec, progress)
-    result = perf_model.fit(spec, [p for _, p, _ in samples], [s for *_, s in samples])
-    rows = [{**config, "measured_us": seconds * 1e6,
-             "predicted_us": perf_model.predict_seconds(profile, result.spec) * 1e6}
-            for config, profile, seconds in samples]
-    return result, rows
+    samples = measure(spec, programs, progress)
+    result = perf_model.fit(spec, [s.facts for s in samples], [s.measured_s for s in samples])
+    return result, [s.as_row(result.spec) for s in samples]
 
 
 def write_spec_toml(spec: HardwareSpec, base: str, path: Path, note: str) -> None:
-    lines = [f"# {note}", "[spec]", f'base = "{base}"', f'name = "{spec.name}-calibrated"',
-             f"mem_bandwidth = {spec.mem_bandwidth:.6g}",
-             f"memory_latency_s = {spec.memory_latency_s:.6g}",
-             f"launch_overhead_s = {spec.launch_overhead_s:.6g}",
-             f"element_issue_s = {spec.element_issue_s:.6g}"]
+    """A spec file: `base` plus the model's fitted coefficients."""
+    fields = [term.field for term in perf_model.TERMS]
+    lines = [f"# {note}", "[spec]", f'base = "{base}"', f'name = "{spec.name}-calibrated"']
+    lines += [f"{field} = {getattr(spec, field):.6g}" for field in fields]
     path.write_text("\n".join(lines) + "\n")

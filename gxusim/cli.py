@@ -48,13 +48,40 @@ def _sweep(args: argparse.Namespace) -> int:
     from gxusim import sweep
     if not _setup(args, "sweep"):
         return 2
-    rows = sweep.sweep(args.models, args.policies, train=args.train, scale=args.scale)
+    scales = args.sizes or [args.scale]
+    json_path = Path(args.json) if args.json else None
+    done = sweep.load(json_path) if args.resume and json_path and json_path.exists() else []
+    saved = list(done)
+
+    def save_progress(row: dict) -> None:  # an interrupted sweep keeps what it finished
+        saved.append(row)
+        if json_path is not None:
+            sweep.save(saved, json_path)
+
+    try:
+        rows = sweep.sweep(args.models, args.policies, scales, train=args.train,
+                           predict_only=args.predict_only, done=done, on_row=save_progress,
+                           runner=_runner(args))
+    except ValueError as error:
+        print(f"gxusim sweep: {error}", file=sys.stderr)
+        return 2
     return _show(rows, args)
 
 
+def _runner(args: argparse.Namespace):
+    if args.ray is None:
+        return None
+    from gxusim import distributed
+    return distributed.ray_runner(None if args.ray == "local" else args.ray)
+
+
 def _report(args: argparse.Namespace) -> int:
-    from gxusim import sweep
-    return _show(sweep.load(Path(args.results)), args)
+    from gxusim import html_report, sweep
+    rows = sweep.load(Path(args.results))
+    status = _show(rows, args)
+    index = html_report.write_report(rows, Path(args.out))
+    print(f"HTML report written to {index}")
+    return status
 
 
 def _show(rows: list, args: argparse.Namespace) -> int:
@@ -63,41 +90,52 @@ def _show(rows: list, args: argparse.Namespace) -> int:
     check = sweep.measured_vs_predicted(rows)
     if check:
         print("\n" + check)
+    failed = [r for r in rows if r.get("error")]
+    for row in failed:
+        print(f"FAILED {row['model']} size={row.get('size')} policy={row['policy']}: {row['error']}")
     if getattr(args, "json", None):
         sweep.save(rows, Path(args.json))
         print(f"\nrows written to {args.json}")
     if args.plot:
         sweep.plot(rows, Path(args.plot))
         print(f"plot written to {args.plot}")
-    return 0 if all(r["matches_eager"] and r["within_spec"] for r in rows) else 1
+    return 0 if all(r["matches_eager"] is not False and r["within_spec"] for r in rows) else 1
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    import json
+
     import torch
 
+    import gxusim
     from gxusim import calibrate
+    from gxusim.perf_model import TERMS
     from gxusim.report import format_table
     from gxusim.spec import load_spec
     spec = load_spec(args.spec)
+    gxusim.use_spec(spec)  # kernels are planned and checked against the spec being fitted
 
     def progress(done: int, total: int) -> None:
-        print(f"\r  measured {done}/{total} configurations", end="", file=sys.stderr, flush=True)
+        print(f"\r  measured {done}/{total} calibration programs", end="", file=sys.stderr,
+              flush=True)
 
     fit, rows = calibrate.calibrate(spec, progress)
     print(file=sys.stderr)
-    print(format_table(("numel", "XBLOCK", "warps", "programs", "measured us", "predicted us"),
-                 [(r["numel"], r["XBLOCK"], r["num_warps"], r["programs"],
-                   f"{r['measured_us']:.1f}", f"{r['predicted_us']:.1f}") for r in rows]))
-    fitted = fit.spec
-    print(f"\nfitted on {torch.cuda.get_device_name()}: mem_bandwidth "
-          f"{fitted.mem_bandwidth / 1e12:.2f} TB/s, memory_latency_s {fitted.memory_latency_s:.3g}, "
-          f"element_issue_s {fitted.element_issue_s:.3g}, launch_overhead_s "
-          f"{fitted.launch_overhead_s:.3g}; error median {fit.median_error:.1%}, "
-          f"max {fit.max_error:.1%} over {len(rows)} launches")
+    print(format_table(("program", "kernel", "blocks", "warps", "programs", "measured us",
+                        "predicted us"),
+                       [(r["program"], r["kernel"][:40], r["meta"], r["num_warps"], r["programs"],
+                         f"{r['measured_s'] * 1e6:.1f}", f"{r['predicted_s'] * 1e6:.1f}")
+                        for r in rows]))
+    fitted = ", ".join(f"{term.field} {getattr(fit.spec, term.field):.3g}" for term in TERMS)
+    print(f"\nfitted on {torch.cuda.get_device_name()}: {fitted}; error median "
+          f"{fit.median_error:.1%}, max {fit.max_error:.1%} over {len(rows)} launches")
     if args.out:
-        calibrate.write_spec_toml(fitted, args.spec, Path(args.out),
+        calibrate.write_spec_toml(fit.spec, args.spec, Path(args.out),
                                   f"calibrated on {torch.cuda.get_device_name()} by gxusim calibrate")
         print(f"spec written to {args.out} (use it with --spec, GXUSIM_SPEC or load_spec)")
+    if args.samples:
+        Path(args.samples).write_text(json.dumps(rows, indent=1))
+        print(f"samples written to {args.samples}")
     return 0
 
 
@@ -116,6 +154,27 @@ def _setup(args: argparse.Namespace, command: str) -> bool:
     if getattr(args, "spec", None):
         gxusim.use_spec(args.spec)
     return True
+
+
+_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A size argument: 1024, 1M, 16M, 1G (binary multiples) or 2**20."""
+    try:
+        if "**" in text:
+            base, exponent = text.split("**")
+            value = int(base) ** int(exponent)
+        elif text[-1:].upper() in _SUFFIXES:
+            value = int(text[:-1]) * _SUFFIXES[text[-1].upper()]
+        else:
+            value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not a number of elements "
+                                         f"(e.g. 1024, 16M, 1G, 2**30)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size {text!r} must be at least 1 element")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -138,28 +197,44 @@ def parser() -> argparse.ArgumentParser:
     # `gxusim emulate ...` is handed whole to the emulator's own parser (see main).
     commands.add_parser("emulate", help="run a Triton kernel file on the emulator "
                                         "(gxusim emulate --help)")
-    sweep = commands.add_parser("sweep", help="compare launch policies across the model suite "
-                                              "with the performance model")
+    sweep = commands.add_parser("sweep", help="compare launch policies across models and "
+                                              "sizes with the performance model")
     sweep.add_argument("models", nargs="*", default=["add_relu", "tanh_gelu", "transpose",
                                                      "row_sum", "cumsum", "mlp"],
                        metavar="MODEL", help=f"from {sorted(CASES)}")
-    sweep.add_argument("--policies", nargs="+", default=["seed", "gxu"],
-                       choices=("seed", "gxu", "autotune"))
+    sweep.add_argument("--policies", nargs="+", default=["seed", "gxu"], metavar="POLICY",
+                       help="seed, gxu, autotune, or a vendor policy 'pkg.module:Class'")
+    sweep.add_argument("--sizes", nargs="+", type=_size, metavar="N",
+                       help="elements of each model's main input (e.g. 1024 1M 2**30); "
+                            "default: the --scale preset")
+    sweep.add_argument("--predict-only", action="store_true",
+                       help="plan and predict every launch without running or allocating "
+                            "anything (FakeTensors): any size, seconds per run")
     sweep.add_argument("--spec", help="preset name or TOML file (e.g. from gxusim calibrate)")
     sweep.add_argument("--target", choices=("auto", "cuda", "emulator"))
     sweep.add_argument("--train", action="store_true", help="a training step, not forward")
     sweep.add_argument("--scale", default="cpu", choices=("cpu", "gpu"),
-                       help="model sizes: small (cpu) or the seed's (gpu: 100M-element vectors)")
-    sweep.add_argument("--json", help="save the rows (for gxusim report)")
-    sweep.add_argument("--plot", help="save a bar chart (PNG; needs matplotlib)")
+                       help="model sizes without --sizes: small (cpu) or the seed's (gpu)")
+    sweep.add_argument("--json", help="save the rows as they finish (for gxusim report)")
+    sweep.add_argument("--resume", action="store_true",
+                       help="keep the rows already in --json and skip their runs")
+    sweep.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                       help="run each (model, size) as a Ray task: on a local cluster, or "
+                            "on the cluster at ADDRESS (needs pip install 'gxusim[ray]')")
+    sweep.add_argument("--plot", help="save a bar chart (PNG)")
     sweep.set_defaults(run=_sweep)
-    report = commands.add_parser("report", help="tables and plots of a saved sweep")
+    report = commands.add_parser("report", help="tables, plots and an HTML report of a "
+                                                "saved sweep")
     report.add_argument("results", help="JSON written by gxusim sweep --json")
-    report.add_argument("--plot", help="save a bar chart (PNG; needs matplotlib)")
+    report.add_argument("--out", default="gxusim-report",
+                        help="folder for index.html and its plots (default: gxusim-report)")
+    report.add_argument("--plot", help="also save a bar chart (PNG)")
     report.set_defaults(run=_report)
     calibrate = commands.add_parser("calibrate", help="fit the performance model on this GPU")
     calibrate.add_argument("--spec", default="h200", help="spec whose model parameters to fit")
     calibrate.add_argument("--out", help="write the fitted spec as a TOML file")
+    calibrate.add_argument("--samples", help="write every measured launch (JSON) for "
+                                             "benchmarks/validate_model.py")
     calibrate.set_defaults(run=_calibrate)
     return root
 

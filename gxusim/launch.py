@@ -5,7 +5,8 @@ Every gxu kernel launch appends a `Launch` (docs/api.md) to a process-wide histo
 `GXUSIM_LAUNCH_HISTORY` records (default 100,000; `set_launch_history` changes it), so a
 training loop of millions of steps does not grow without bound. With
 `GXUSIM_LOG=decisions` each launch also prints a line in the seed's style
-(`[Config] kernel XBLOCK=... num_warps=... grid=(...)`), through the `gxusim.decisions` logger.
+(`[Config] kernel XBLOCK=... num_warps=... grid=(...)`), and each compiled kernel its fusion
+decision (`[Fusion] kernel <- aten.add + aten.relu`), through the `gxusim.decisions` logger.
 """
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import dataclasses
 import logging
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from . import environment
 from .findings import Finding
+from .perf_model import LaunchFacts
 
 log = logging.getLogger("gxusim.decisions")
 
@@ -34,12 +36,23 @@ class Launch:
     predicted_s: Optional[float] = None
     measured_s: Optional[float] = None
     rules: dict[str, str] = dataclasses.field(default_factory=dict)  # parameter -> what decided it
+    fusion: tuple[str, ...] = ()  # aten operators fused into the kernel, in graph order
+    facts: Optional[LaunchFacts] = None  # what the prediction was made from
+    occupancy_limiter: Optional[str] = None  # what caps resident programs per SM
+
+    def fusion_line(self) -> str:
+        """The fusion decision in the seed's style: which aten ops became this kernel."""
+        return fusion_line(self.kernel, self.fusion)
 
     def describe(self) -> str:
         params = " ".join(f"{k}={v}" for k, v in self.meta.items())
         rules = "; ".join(f"{k}: {v}" for k, v in self.rules.items())
         return (f"[Config] {self.kernel} {params} num_warps={self.num_warps} grid={self.grid} "
                 f"policy={self.policy} target={self.target}" + (f" ({rules})" if rules else ""))
+
+
+def fusion_line(kernel: str, operators: Sequence[str]) -> str:
+    return f"[Fusion] {kernel} <- {' + '.join(operators) if operators else '(no aten ops recorded)'}"
 
 
 _lock = threading.Lock()

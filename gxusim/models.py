@@ -1,13 +1,13 @@
 """The model suite: the seed's examples plus small real models, for tests, demo and benchmarks.
 
-Each `Case` builds a module (or function) and its inputs at a size scale ("cpu": small
-enough for the emulator, "gpu": the seed's 100M-element sizes), on any device.
+Each `Case` builds a module (or function) and its inputs at a named scale ("cpu": small
+enough for the emulator, "gpu": the seed's 100M-element sizes) or at any size, on any device.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Union
 
 import torch
 from torch import nn
@@ -88,14 +88,46 @@ class EmbeddingClassifier(nn.Module):
         return self.head(self.embedding(tokens).mean(dim=1)).log_softmax(dim=-1)
 
 
+Shapes = tuple[tuple[int, ...], ...]
+Scale = Union[str, int]  # a named scale ("cpu", "gpu") or elements of the main input
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
+    """A model and its inputs at a named scale or at any size.
+
+    `presets` names the suite's fixed scales ("cpu": small enough for the emulator, "gpu":
+    the seed's sizes); `scaled(n)` gives input shapes whose main (first) input has about `n`
+    elements, for sweeps over sizes (`gxusim sweep --sizes`).
+    """
     name: str
     make_model: Callable[[], nn.Module]
-    make_inputs: Callable[[str, torch.dtype], tuple[torch.Tensor, ...]]  # (scale, dtype)
+    presets: dict[str, Shapes]
+    scaled: Callable[[int], Shapes]
     trainable: bool = False  # has parameters: a training step is meaningful
+    token_inputs: bool = False  # inputs are token ids (vocabulary VOCAB), not floats
 
-    def build(self, device: str, scale: str = "cpu", dtype: torch.dtype = torch.float32,
+    def shapes(self, scale: Scale) -> Shapes:
+        if isinstance(scale, int) and not isinstance(scale, bool):
+            if scale < 1:
+                raise ValueError(f"model {self.name}: size must be a positive number of "
+                                 f"elements, not {scale}")
+            return self.scaled(scale)
+        if scale not in self.presets:
+            raise ValueError(f"model {self.name}: unknown scale {scale!r}; use "
+                             f"{sorted(self.presets)} or a number of elements")
+        return self.presets[scale]
+
+    def size(self, scale: Scale) -> int:
+        """Elements of the main input at `scale`."""
+        return math.prod(self.shapes(scale)[0])
+
+    def make_inputs(self, scale: Scale, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        if self.token_inputs:
+            return tuple(torch.randint(0, VOCAB, shape) for shape in self.shapes(scale))
+        return tuple(torch.randn(shape, dtype=dtype) for shape in self.shapes(scale))
+
+    def build(self, device: str, scale: Scale = "cpu", dtype: torch.dtype = torch.float32,
               seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         torch.manual_seed(seed)
         model = self.make_model().to(dtype)
@@ -103,28 +135,45 @@ class Case:
         return model.to(device), tuple(t.to(device) for t in inputs)
 
 
-def _vector(n_cpu: int, n_gpu: int, count: int = 1) -> Callable[[str, torch.dtype], tuple]:
-    return lambda scale, dtype: tuple(torch.randn(n_cpu if scale == "cpu" else n_gpu, dtype=dtype)
-                                      for _ in range(count))
+VOCAB = 1000
 
 
-def _matrix(cpu: tuple[int, ...], gpu: tuple[int, ...]) -> Callable[[str, torch.dtype], tuple]:
-    return lambda scale, dtype: (torch.randn(cpu if scale == "cpu" else gpu, dtype=dtype),)
+def _vectors(count: int = 1) -> Callable[[int], Shapes]:
+    return lambda n: ((n,),) * count
 
 
-def _tokens(scale: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    return (torch.randint(0, 1000, (8, 16) if scale == "cpu" else (256, 128)),)
+def _rows_of(width: int) -> Callable[[int], Shapes]:
+    """Rows of a fixed width (one shorter row when `n` is under the width)."""
+    return lambda n: ((max(1, n // width), min(n, width)),)
+
+
+def _square(n: int) -> Shapes:
+    side = 1 << (max(0, n.bit_length() - 1) // 2)
+    return ((side, max(1, n // side)),)
+
+
+def _long_rows(n: int) -> Shapes:
+    """Up to 64 rows of at least 1,024 elements: scans along long rows."""
+    rows = min(64, max(1, n // 1024))
+    return ((rows, max(1, n // rows)),)
+
+
+def _batches_of(item: tuple[int, ...]) -> Callable[[int], Shapes]:
+    return lambda n: ((max(1, n // math.prod(item)), *item),)
 
 
 SUITE: tuple[Case, ...] = (
-    Case("add_relu", AddRelu, _vector(1 << 16, 100_000_000, count=2)),
-    Case("mul_relu", MulRelu, _vector(1 << 16, 100_000_000)),
-    Case("tanh_gelu", TanhGelu, _vector(1 << 16, 100_000_000)),
-    Case("transpose", Transpose, _matrix((96, 160), (8192, 8192))),
-    Case("row_sum", RowSum, _matrix((96, 3000), (16384, 8192))),
-    Case("cumsum", CumulativeSum, _matrix((8, 20000), (64, 100000))),
-    Case("mlp", MLP, _matrix((32, 64), (4096, 64)), trainable=True),
-    Case("transformer_block", TransformerBlock, _matrix((2, 16, 64), (32, 256, 64)), trainable=True),
-    Case("embedding_classifier", EmbeddingClassifier, _tokens, trainable=True),
+    Case("add_relu", AddRelu, {"cpu": ((1 << 16,),) * 2, "gpu": ((100_000_000,),) * 2},
+         _vectors(2)),
+    Case("mul_relu", MulRelu, {"cpu": ((1 << 16,),), "gpu": ((100_000_000,),)}, _vectors()),
+    Case("tanh_gelu", TanhGelu, {"cpu": ((1 << 16,),), "gpu": ((100_000_000,),)}, _vectors()),
+    Case("transpose", Transpose, {"cpu": ((96, 160),), "gpu": ((8192, 8192),)}, _square),
+    Case("row_sum", RowSum, {"cpu": ((96, 3000),), "gpu": ((16384, 8192),)}, _rows_of(8192)),
+    Case("cumsum", CumulativeSum, {"cpu": ((8, 20000),), "gpu": ((64, 100000),)}, _long_rows),
+    Case("mlp", MLP, {"cpu": ((32, 64),), "gpu": ((4096, 64),)}, _rows_of(64), trainable=True),
+    Case("transformer_block", TransformerBlock, {"cpu": ((2, 16, 64),), "gpu": ((32, 256, 64),)},
+         _batches_of((64, 64)), trainable=True),
+    Case("embedding_classifier", EmbeddingClassifier, {"cpu": ((8, 16),), "gpu": ((256, 128),)},
+         _rows_of(128), trainable=True, token_inputs=True),
 )
 CASES = {case.name: case for case in SUITE}

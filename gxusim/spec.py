@@ -38,6 +38,9 @@ class HardwareSpec:
     launch_overhead_s: float
     memory_latency_s: float = 6e-7  # a tile iteration's DRAM round trip (perf_model.py)
     element_issue_s: float = 1.5e-8  # a thread's time per element of its tile share
+    flop_issue_s: float = 1.0e-9  # ... and per arithmetic op on each element
+    transcendental_issue_s: float = 8.0e-9  # ... and per transcendental (exp, tanh, ...)
+    scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
     description: str = ""
@@ -59,6 +62,9 @@ _POSITIVE_INTS = (
     "warp_size", "max_threads_per_block", "regs_per_sm", "smem_per_sm", "max_regs_per_thread",
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
+# The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
+_MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s", "flop_issue_s",
+                "transcendental_issue_s", "scan_chunk_s")
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
@@ -72,7 +78,7 @@ def _check_types(spec: HardwareSpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
-    for field in _POSITIVE_FLOATS + ("launch_overhead_s", "memory_latency_s", "element_issue_s"):
+    for field in _POSITIVE_FLOATS + _MODEL_TERMS:
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             _fail(spec, field, "must be a number")
@@ -82,7 +88,7 @@ def _check_positive(spec: HardwareSpec) -> None:
     for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
         if getattr(spec, field) <= 0:
             _fail(spec, field, "must be positive")
-    for field in ("launch_overhead_s", "memory_latency_s", "element_issue_s", "l2_bytes"):
+    for field in _MODEL_TERMS + ("l2_bytes",):
         if getattr(spec, field) < 0:
             _fail(spec, field, "must not be negative")
 

@@ -57,7 +57,8 @@ class Outcome:
     """What executing one launch taught us (None: the target could not tell)."""
     findings: list[Finding]
     facts: Optional[perf_model.LaunchFacts] = None  # counted while running (the emulator)
-    measured_s: Optional[float] = None  # kernel time (CUDA events, GXUSIM_TIMING=1)
+    measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
+    occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
 
 
 def timing_enabled() -> bool:
@@ -296,7 +297,8 @@ class EmulatorTarget(Target):
         report = emulator.run_launch(launch.fn, launch.grid, args, launch.num_warps, launch.meta,
                                      compiler_generated=True, arg_names=list(launch.arg_names),
                                      spec=spec)
-        return Outcome(list(report.findings), report.facts)
+        return Outcome(list(report.findings), report.facts, None,
+                       report.occupancy.limiter if report.occupancy else None)
 
 
 TARGETS: dict[str, type[Target]] = {cls.name: cls for cls in (CudaTarget, EmulatorTarget)}

@@ -3,6 +3,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from gxusim import sweep
 from gxusim.cli import main
@@ -17,10 +18,14 @@ def test_sweep_compiles_every_model_under_every_policy(rows):
     assert [(r["model"], r["policy"]) for r in rows] == [
         ("add_relu", "seed"), ("add_relu", "gxu"), ("row_sum", "seed"), ("row_sum", "gxu")]
     for row in rows:
-        assert row["matches_eager"] and row["within_spec"]
+        assert row["matches_eager"] and row["within_spec"] and row["error"] is None
         assert 0 < row["predicted_s"] < math.inf
-        assert row["kernels"] == 1  # the launches of one (warm) call, not of every call
-        assert row["max_grid"] <= 32 and row["max_warps"] <= 16
+        assert len(row["kernels"]) == 1  # the launches of one (warm) call, not of every call
+        kernel = row["kernels"][0]
+        assert kernel["programs"] <= 32 and kernel["num_warps"] <= 16
+        assert kernel["predicted_s"] == pytest.approx(row["predicted_s"])
+        assert kernel["fusion"].startswith(f"[Fusion] {kernel['kernel']} <- aten.")
+        assert kernel["decision"].startswith(f"[Config] {kernel['kernel']}")
 
 
 def test_policies_make_different_choices_the_table_compares(rows):
@@ -45,3 +50,74 @@ def test_plot_is_written(rows, tmp_path):
     path = tmp_path / "sweep.png"
     sweep.plot(rows, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_predict_only_plans_any_size_without_running_or_allocating():
+    """2**30-element inputs on a CPU machine: only compile time, no memory, no execution."""
+    before = torch.gxu.memory_allocated()
+    rows = sweep.sweep(["add_relu", "row_sum", "transformer_block"], ["seed", "gxu"],
+                       [1 << 10, 1 << 30], predict_only=True)
+    assert torch.gxu.memory_allocated() == before
+    assert len(rows) == 12 and all(r["error"] is None and r["target"] == "predict" for r in rows)
+    for row in rows:
+        assert row["matches_eager"] is None and row["within_spec"]
+        assert row["kernels"] and all(k["programs"] <= 32 and k["num_warps"] <= 16
+                                      for k in row["kernels"])
+    big = {r["policy"]: r for r in rows if r["model"] == "add_relu" and r["size"] == 1 << 30}
+    # at 2**30 elements every program loops over many tiles
+    assert min(k["tiles_per_program"] for k in big["gxu"]["kernels"]) > 100
+    assert big["gxu"]["predicted_s"] < big["seed"]["predicted_s"]
+
+
+def test_predict_only_agrees_with_the_plan_of_a_real_run(rows):
+    """The same model, size and policy: predict-only plans exactly what a run launched."""
+    predicted = sweep.sweep(["add_relu", "row_sum"], ["seed", "gxu"], predict_only=True)
+    for real, fake in zip(rows, predicted):
+        assert (real["model"], real["policy"]) == (fake["model"], fake["policy"])
+        for got, want in zip(fake["kernels"], real["kernels"]):
+            assert {k: got[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")} == \
+                {k: want[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")}
+
+
+def test_a_failed_run_is_a_row_and_the_sweep_goes_on(monkeypatch):
+    from gxusim import predict
+
+    def broken(case, *args, **kwargs):
+        if case.name == "row_sum":
+            raise RuntimeError("planted failure")
+        return original(case, *args, **kwargs)
+    original = predict.predict_case
+    monkeypatch.setattr(predict, "predict_case", broken)
+    rows = sweep.sweep(["row_sum", "add_relu"], ["gxu"], [1 << 12], predict_only=True)
+    assert rows[0]["error"] == "RuntimeError: planted failure" and not rows[0]["within_spec"]
+    assert rows[1]["error"] is None and rows[1]["kernels"]
+
+
+def test_resume_keeps_finished_rows_and_runs_only_the_rest():
+    first = sweep.sweep(["add_relu"], ["seed", "gxu"], [1 << 12], predict_only=True)
+    seen = []
+    rows = sweep.sweep(["add_relu", "row_sum"], ["seed", "gxu"], [1 << 12], predict_only=True,
+                       done=first, on_row=seen.append)
+    assert rows[:2] == first and [r["model"] for r in seen] == ["row_sum", "row_sum"]
+
+
+def test_sweep_cli_takes_sizes_vendor_policies_and_writes_json(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    assert main(["sweep", "add_relu", "--policies", "seed", "examples.custom_policy:Wide",
+                 "--sizes", "4K", "2**20", "--predict-only", "--json",
+                 str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [(r["policy"], r["size"]) for r in rows] == [
+        ("seed", 4096), ("examples.custom_policy:Wide", 4096),
+        ("seed", 1 << 20), ("examples.custom_policy:Wide", 1 << 20)]
+    with pytest.raises(SystemExit):
+        main(["sweep", "add_relu", "--sizes", "lots"])
+    assert "size 'lots' is not a number of elements" in capsys.readouterr().err
+
+
+def test_report_writes_html(rows, tmp_path):
+    path = tmp_path / "sweep.json"
+    sweep.save(rows, path)
+    assert main(["report", str(path), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "row_sum" in page and "[Fusion]" in page and "<img" in page

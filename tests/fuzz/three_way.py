@@ -258,12 +258,13 @@ class Shard:
             self.start(programs_file)
 
 
-def run_all(progs: list[Program], out: Path, gpu_target: str, jobs: int, timeout: float) -> dict:
+def run_all(progs: list[Program], out: Path, gpu_target: str, jobs: int, timeout: float,
+            sides: tuple[str, ...] = SIDES) -> dict:
     programs_file = out / "programs.json"
     targets = {"gpu": gpu_target, "emulator": "emulator"}
     (out / "logs").mkdir(parents=True, exist_ok=True)
     shards = []
-    for side in SIDES:
+    for side in sides:
         (out / "results" / side).mkdir(parents=True, exist_ok=True)
         for j in range(jobs):
             idx = list(range(j, len(progs), jobs))
@@ -278,13 +279,13 @@ def run_all(progs: list[Program], out: Path, gpu_target: str, jobs: int, timeout
     while pending:
         time.sleep(0.5)
         pending = [s for s in pending if not s.poll(programs_file)]
-        for side in SIDES:
+        for side in sides:
             if side not in done_at and not any(s.side == side for s in pending):
                 done_at[side] = time.perf_counter() - start
         if time.perf_counter() - last > 30:
             last = time.perf_counter()
             counts = {side: sum(len(s.indices) - len(s.missing()) for s in shards if s.side == side)
-                      for side in SIDES}
+                      for side in sides}
             print(f"[three-way] {time.perf_counter() - start:.0f} s: done {counts} of "
                   f"{len(progs)}", flush=True)
     return done_at
@@ -434,6 +435,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes per side (default 1)")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one program may take in a worker before it counts as a crash")
+    ap.add_argument("--sides", choices=("both", "gpu", "emulator"), default="both",
+                    help="run one side only: 'gpu' on the GPU machine (saves its results), "
+                         "then 'emulator' elsewhere with --programs OUT/programs.json --out OUT "
+                         "(the emulator is the slow side: it can run on CPU machines)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--results", help=argparse.SUPPRESS)
     ap.add_argument("--indices", help=argparse.SUPPRESS)
@@ -444,7 +449,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     start = time.perf_counter()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gxusim-three-way-"))
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("results", "logs", "failures.jsonl"):  # a previous run in the same folder
+    sides = SIDES if args.sides == "both" else (args.sides,)
+    # A previous run's outputs in the same folder, except the other side's saved results.
+    for stale in ["logs", "failures.jsonl"] + [f"results/{side}" for side in sides]:
         p = out / stale
         shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
     gpu_target = args.gpu_target
@@ -466,7 +473,14 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{'' if gpu_target == 'cuda' else ' (no GPU: plumbing mode, eager CUDA skipped)'}; "
           f"output in {out}", flush=True)
 
-    side_s = run_all(progs, out, gpu_target, max(1, args.jobs), args.timeout)
+    side_s = run_all(progs, out, gpu_target, max(1, args.jobs), args.timeout, sides)
+    missing = [side for side in SIDES if not (out / "results" / side).is_dir()]
+    if missing:
+        print(f"[three-way] {', '.join(sides)} side done in {max(side_s.values(), default=0):.0f} s; results in {out}/results. "
+              f"Compare once the {' and '.join(missing)} side has run: python3 -m "
+              f"tests.fuzz.three_way --sides {missing[0]} --programs {out}/programs.json "
+              f"--out {out}", flush=True)
+        return 0
 
     outcomes: collections.Counter = collections.Counter()
     by_kind: collections.Counter = collections.Counter()
@@ -477,7 +491,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             res = {side: torch.load(out / "results" / side / f"{i}.pt", weights_only=True)
                    for side in SIDES}
             try:
-                outcome, fails = judge(prog, res, gpu_target == "cuda", stats)
+                outcome, fails = judge(prog, res, res["gpu"].get("target") == "cuda", stats)
             except Exception as ex:  # a bug of the comparison itself: report, don't hide
                 outcome, fails = "failure", [{"kind": "compare",
                                               "call": None, "message": "".join(
@@ -507,6 +521,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if by_kind["compare"]:
         rows.append(("  comparison crashed", by_kind["compare"]))
     rows += [(k, v) for k, v in sorted(stats.items())]
+    if progs:  # the side that ran the "gpu" results, maybe on another machine
+        gpu_target = torch.load(out / "results" / "gpu" / "0.pt", weights_only=True).get(
+            "target", gpu_target)
     rows += [("gpu side target", gpu_target + ("" if gpu_target == "cuda" else
                                                " (plumbing mode: no eager CUDA)")),
              ("time", f"{total:.0f} s (draw {gen_s:.0f} s, gpu side {side_s.get('gpu', 0):.0f} s, "

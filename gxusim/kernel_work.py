@@ -1,0 +1,95 @@
+"""What a generated kernel computes per element, counted from its source (no run needed).
+
+Inductor's Triton kernels compute their values in straight-line `tmpN = ...` statements
+inside the tile loop; index arithmetic (`xindex`, masks) is the same kind in every kernel
+and is left to the model's per-element issue term. Walking those statements' Python AST
+gives the counts the performance model's arithmetic terms need:
+
+* `flops`: arithmetic, comparisons, selects and casts per element;
+* `transcendentals`: calls that expand to long instruction sequences on the GPU (exp, log,
+  tanh, sqrt, erf, pow, trigonometry: libdevice / `tl_math` calls);
+* `reductions`, `scans`: block-wide reductions and scans (a scan's chunks are serial: each
+  chunk waits for the previous chunk's carry).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import textwrap
+
+# Function names (the last attribute of the call) that count as transcendentals, plain
+# arithmetic, block reductions and scans.
+TRANSCENDENTAL_CALLS = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sin", "cos", "tan",
+    "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
+    "rsqrt", "erf", "erfc", "erfinv", "pow", "lgamma", "digamma", "sigmoid", "cbrt",
+})
+ARITHMETIC_CALLS = frozenset({
+    "where", "maximum", "minimum", "abs", "floor", "ceil", "trunc", "fma", "div_rn",
+    "fmod", "signbit", "isnan", "isinf", "nearbyint", "round", "to", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "clamp", "sign", "copysign", "logical_and", "logical_or",
+})
+REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "argmin",
+                             "welford", "welford_reduce", "welford_combine", "reduce", "prod",
+                             "xor_sum", "any", "all"})
+SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelWork:
+    """Operations per element of a tile, from the kernel's value statements."""
+    flops: int = 0
+    transcendentals: int = 0
+    reductions: int = 0
+    scans: int = 0
+
+
+def _call_name(node: ast.Call) -> str:
+    function = node.func
+    if isinstance(function, ast.Attribute):
+        return function.attr
+    return function.id if isinstance(function, ast.Name) else ""
+
+
+def _value_statements(tree: ast.AST) -> list[ast.AST]:
+    """Right-hand sides of `tmpN = ...` assignments and the values of `tl.store` calls."""
+    values = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id.startswith("tmp") for t in node.targets):
+            values.append(node.value)
+        elif isinstance(node, ast.Call) and _call_name(node) == "store" and len(node.args) > 1:
+            values.append(node.args[1])
+    return values
+
+
+def _count(value: ast.AST) -> dict[str, int]:
+    counts = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
+    for node in ast.walk(value):
+        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)):
+            counts["flops"] += 1
+        elif isinstance(node, ast.Compare):
+            counts["flops"] += len(node.ops)
+        elif isinstance(node, ast.Call):
+            name = _call_name(node)
+            if name in TRANSCENDENTAL_CALLS:
+                counts["transcendentals"] += 1
+            elif name in ARITHMETIC_CALLS:
+                counts["flops"] += 1
+            elif name in SCAN_CALLS:
+                counts["scans"] += 1
+            elif name in REDUCTION_CALLS:
+                counts["reductions"] += 1
+    return counts
+
+
+@functools.lru_cache(maxsize=1024)
+def kernel_work(source: str) -> KernelWork:
+    """The per-element operation counts of one kernel's Python source."""
+    totals = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
+    for value in _value_statements(ast.parse(textwrap.dedent(source))):
+        for key, count in _count(value).items():
+            totals[key] += count
+    return KernelWork(**totals)
+
