@@ -17,7 +17,6 @@ is checked against the compiled kernel's, and the compiled output against eager.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
 import math
@@ -78,15 +77,6 @@ def _bench(fn: Callable[[], object]) -> float:
     return triton.testing.do_bench(fn, warmup=3, rep=15, return_mode="median") / 1e3
 
 
-def _precompile(kernel: launcher.GXUKernel, plans: list, args: tuple) -> None:
-    """Compile every candidate in parallel threads (Triton's compile is the slow part)."""
-    def warm(plan):
-        launch = kernel._target_launch(plan)
-        launch.fn.warmup(*args, grid=launch.grid, **launch.options())
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        list(pool.map(warm, plans))
-
-
 def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: torch.dtype
                  ) -> dict:
     """Per policy and for the ceiling: the sum over the graph's kernels of their times."""
@@ -110,7 +100,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         reference = [a.clone() for n, a in zip(kernel.shape.runtime_args, args)
                      if n in kernel.written]
         plans = candidate_plans(kernel.shape, numels, spec)
-        _precompile(kernel, plans, args)
+        kernel.precompile_plans(plans, args)
         timed = []
         for plan in plans:
             copies = kernel._target_launch(plan).with_copies_of_written(args)

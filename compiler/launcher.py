@@ -171,6 +171,17 @@ class GXUKernel:
                            time_plan if target.can_time and not _predicting.get() else None,
                            sized_key(self.shape.source, numels, dtype, spec))
 
+    def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
+        """Compile the kernel for each plan in parallel threads, before tools time them one
+        by one (Triton's compile is the slow part; the grid is not compiled in)."""
+        import concurrent.futures
+
+        def warm(plan: LaunchPlan) -> None:
+            launch = self._target_launch(plan)
+            launch.fn.warmup(*args, grid=launch.grid, **launch.options())
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(warm, plans))
+
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:
         return targets.KernelLaunch(self.fn, self.name, plan.grid, plan.num_warps,
                                     plan.num_stages, plan.meta, self.shape.runtime_args,

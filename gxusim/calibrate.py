@@ -50,7 +50,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("permute 64x1024x1024", lambda x: x.permute(0, 2, 1).contiguous(),
             ((64, 1024, 1024),)),
 )
-PLANS_PER_KERNEL = 16  # sampled evenly from the legal plans, each also at a quarter grid
+PLANS_PER_KERNEL = 10  # sampled evenly from the legal plans, each also at a quarter grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +93,9 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
         moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-        for plan in _sampled(candidate_plans(kernel.shape, numels, spec), PLANS_PER_KERNEL):
+        plans = _sampled(candidate_plans(kernel.shape, numels, spec), PLANS_PER_KERNEL)
+        kernel.precompile_plans(plans, args)
+        for plan in plans:
             seconds = target.time_launch(kernel._target_launch(plan), args)
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
