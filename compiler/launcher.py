@@ -245,7 +245,8 @@ class _Prepared:
             else perf_model.predict_seconds(outcome.facts, self.spec),
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
             occupancy_limiter=outcome.occupancy_limiter
-            or perf_model.residency_limiter(self.spec, plan.num_warps))
+            or perf_model.residency_limiter(self.spec, plan.num_warps),
+            occupancy=outcome.occupancy)
 
 
 class RecordedExternKernels:

@@ -30,11 +30,43 @@ def _demo(args: argparse.Namespace) -> int:
             continue
         results.append(result)
         print(f"== {name}: {len(result.launches)} kernel launch(es)")
+        for launch in result.launches:
+            if launch.policy != "extern":
+                print(launch.fusion_line())
         print(kernel_table(result.launches) + "\n")
+    policies_ok = _demo_policies(CASES["mul_relu"], 1 << 22)
     print(case_table(results))
     ok = len(results) == len(args.models) and all(r.matches_eager and not r.violations
                                                    for r in results)
-    return 0 if ok else 1
+    return 0 if ok and policies_ok else 1
+
+
+def _demo_policies(case, size: int) -> bool:
+    """One kernel under "seed" and "gxu" side by side at a size where every program loops
+    over many tiles: the plans, the predicted times and the occupancy of each."""
+    import torch
+
+    import gxusim
+    from gxusim.report import format_table, run_case
+    print(f"== policies side by side: {case.name} at {size:,} elements, "
+          f"{gxusim.current_spec().max_grid} programs at most")
+    rows, ok = [], True
+    for policy in ("seed", "gxu"):
+        gxusim.use_heuristics(policy)
+        result = run_case(case, size, torch.float32)
+        ok = ok and result.matches_eager and not result.violations
+        for launch in (l for l in result.launches if l.policy != "extern"):
+            blocks = " ".join(f"{k}={v}" for k, v in launch.meta.items() if k.endswith("BLOCK"))
+            rows.append((policy, launch.kernel, blocks, launch.num_warps, launch.grid[0],
+                         launch.meta.get("tiles"), launch.meta.get("tiles_per_program"),
+                         f"{launch.predicted_s * 1e6:.1f}",
+                         launch.occupancy or launch.occupancy_limiter or "",
+                         "yes" if result.matches_eager else "NO"))
+    print(format_table(("policy", "kernel", "blocks", "warps", "programs", "tiles",
+                        "tiles/program", "predicted us", "occupancy", "matches eager"), rows))
+    seed_s, gxu_s = (float(r[7]) for r in rows[:2])
+    print(f"predicted gxu/seed: {gxu_s / seed_s:.2f}\n")
+    return ok
 
 
 def _spec_show(args: argparse.Namespace) -> int:

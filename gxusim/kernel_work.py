@@ -52,21 +52,42 @@ def _call_name(node: ast.Call) -> str:
     return function.id if isinstance(function, ast.Name) else ""
 
 
+def _assigns_a_value(node: ast.AST) -> bool:
+    """`tmpN = ...` or `tmpN, = ...` (scans and multi-output reductions return tuples)."""
+    if not isinstance(node, ast.Assign):
+        return False
+    names = [t for target in node.targets
+             for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
+    return any(isinstance(n, ast.Name) and n.id.startswith("tmp") for n in names)
+
+
 def _value_statements(tree: ast.AST) -> list[ast.AST]:
-    """Right-hand sides of `tmpN = ...` assignments and the values of `tl.store` calls."""
+    """Right-hand sides of value assignments and the values of `tl.store` calls."""
     values = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id.startswith("tmp") for t in node.targets):
+        if _assigns_a_value(node):
             values.append(node.value)
         elif isinstance(node, ast.Call) and _call_name(node) == "store" and len(node.args) > 1:
             values.append(node.args[1])
     return values
 
 
+def _operations(value: ast.AST) -> list[ast.AST]:
+    """The nodes of a value expression, except inside loads (their address arithmetic is
+    index work, not the kernel's arithmetic)."""
+    nodes, pending = [], [value]
+    while pending:
+        node = pending.pop()
+        nodes.append(node)
+        if isinstance(node, ast.Call) and _call_name(node) == "load":
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def _count(value: ast.AST) -> dict[str, int]:
     counts = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
-    for node in ast.walk(value):
+    for node in _operations(value):
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)):
             counts["flops"] += 1
         elif isinstance(node, ast.Compare):

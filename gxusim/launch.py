@@ -39,6 +39,7 @@ class Launch:
     fusion: tuple[str, ...] = ()  # aten operators fused into the kernel, in graph order
     facts: Optional[LaunchFacts] = None  # what the prediction was made from
     occupancy_limiter: Optional[str] = None  # what caps resident programs per SM
+    occupancy: Optional[str] = None  # the emulator's occupancy line (blocks/SM, regs, waves)
 
     def fusion_line(self) -> str:
         """The fusion decision in the seed's style: which aten ops became this kernel."""

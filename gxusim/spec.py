@@ -43,6 +43,9 @@ class HardwareSpec:
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
+    # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
+    # context of sm_count SMs) instead of the whole GPU.
+    gpu_partition: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -78,6 +81,8 @@ def _check_types(spec: HardwareSpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
+    if not isinstance(spec.gpu_partition, bool):
+        _fail(spec, "gpu_partition", "must be true or false")
     for field in _POSITIVE_FLOATS + _MODEL_TERMS:
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):

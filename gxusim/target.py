@@ -25,7 +25,7 @@ import torch
 
 from . import environment, perf_model
 from .findings import Finding
-from .spec import HardwareSpec
+from .spec import HardwareSpec, current_spec
 from .triton_launch import BinaryLauncher
 
 
@@ -59,6 +59,7 @@ class Outcome:
     facts: Optional[perf_model.LaunchFacts] = None  # counted while running (the emulator)
     measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
     occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
+    occupancy: Optional[str] = None  # ... and its whole line
 
 
 def timing_enabled() -> bool:
@@ -142,6 +143,39 @@ class CudaTarget(Target):
 
     def __init__(self) -> None:
         self._launchers: dict[KernelLaunch, BinaryLauncher] = {}
+        self._partition: Optional[tuple[Optional[int], Any]] = None  # (SMs, green context)
+
+    def _enter_partition(self, spec: HardwareSpec) -> None:
+        """With a `gpu_partition` spec, run on a green context of `spec.sm_count` SMs. The
+        first launch decides for the whole process: Triton loads each compiled kernel into
+        the CUDA context current at its first launch, so kernels cannot move between the
+        partition and the whole GPU afterwards."""
+        wanted = spec.sm_count if spec.gpu_partition else None
+        if self._partition is None:
+            context = None
+            if wanted is not None:
+                from torch.cuda import green_contexts
+                if not green_contexts.SUPPORTED:
+                    raise RuntimeError(f"spec {spec.name!r} asks for a GPU partition "
+                                       f"(gpu_partition), but torch {torch.__version__} was "
+                                       f"built without CUDA green contexts")
+                try:
+                    context = green_contexts.GreenContext.create(
+                        num_sms=wanted, device_id=torch.cuda.current_device())
+                    context.set_context()
+                except RuntimeError as error:
+                    raise RuntimeError(f"spec {spec.name!r}: the driver refused a green context "
+                                       f"of {wanted} SMs: {error}") from None
+            self._partition = (wanted, context)
+        elif self._partition[0] != wanted:
+            held = f"{self._partition[0]} SMs" if self._partition[0] else "the whole GPU"
+            raise RuntimeError(f"spec {spec.name!r} needs {f'{wanted} SMs' if wanted else 'the whole GPU'}, "
+                               f"but this process already runs gxu kernels on {held}; use one "
+                               f"gpu_partition setting per process")
+
+    def partition_sms(self) -> Optional[int]:
+        """SMs of the green context kernels run on (None: the whole GPU, or not decided yet)."""
+        return self._partition[0] if self._partition else None
 
     @classmethod
     def available(cls) -> bool:
@@ -185,6 +219,8 @@ class CudaTarget(Target):
 
     def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
                 stream: Optional[int] = None) -> Outcome:
+        if self._partition is None or self._partition[0] != (spec.sm_count if spec.gpu_partition else None):
+            self._enter_partition(spec)
         launcher = self._launchers.get(launch)
         if launcher is None:
             launcher = self._launchers[launch] = BinaryLauncher(launch.fn, launch.arg_names,
@@ -196,6 +232,7 @@ class CudaTarget(Target):
         # do_bench records its events around the launches alone, after warm-up, and takes
         # the median: the kernel's time, not the host's dispatch.
         import triton.testing
+        self._enter_partition(current_spec())
         copies = launch.with_copies_of_written(args)
         return triton.testing.do_bench(lambda: launch_triton(launch, copies), warmup=5, rep=20,
                                        return_mode="median") / 1e3
@@ -297,8 +334,10 @@ class EmulatorTarget(Target):
         report = emulator.run_launch(launch.fn, launch.grid, args, launch.num_warps, launch.meta,
                                      compiler_generated=True, arg_names=list(launch.arg_names),
                                      spec=spec)
+        occupancy = report.occupancy
         return Outcome(list(report.findings), report.facts, None,
-                       report.occupancy.limiter if report.occupancy else None)
+                       occupancy.limiter if occupancy else None,
+                       str(occupancy) if occupancy else None)
 
 
 TARGETS: dict[str, type[Target]] = {cls.name: cls for cls in (CudaTarget, EmulatorTarget)}
