@@ -107,7 +107,9 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
             target.execute(kernel._target_launch(plan), copies, spec)
             written = [c for n, c in zip(kernel.shape.runtime_args, copies) if n in kernel.written]
             for got, want in zip(written, reference):
-                torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3,
+                # Configs reduce in different orders: bf16 results may differ by an ulp (2^-7).
+                close = 2e-2 if got.dtype == torch.bfloat16 else 1e-3
+                torch.testing.assert_close(got, want, rtol=close, atol=close,
                                            msg=lambda m: f"{case.name} {plan}: {m}")
             timed.append((target.time_launch(kernel._target_launch(plan), args), plan))
         best_s, best = min(timed, key=lambda item: item[0])

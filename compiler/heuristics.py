@@ -117,8 +117,11 @@ class GXUHeuristics(Heuristics):
     flight, so the fastest legal configs were the largest tiles with 16 warps: 32K-element
     pointwise tiles, 128x128 transpose tiles, and reduction tiles of many rows (128 x 64 in
     fp32 and 32 x 256 in bf16 for 4096-wide rows; 16 whole rows for 1024-wide softmax rows)
-    rather than one row walked chunk by chunk; for million-element rows, one row in
-    8192-element chunks.
+    rather than one row walked chunk by chunk. Rows of 32K elements and more (split
+    reductions' first kernels, softmax over long rows) want many rows in 16K-element tiles
+    (64 x 256: 1.6x the one-row-in-8K-chunks tile on a 256 x 1M row sum, 1.35x on a
+    2048 x 32768 softmax); whole rows want 32K-element tiles (64 x 512 on a column sum's
+    first kernel: 1.6x the 16K tile), at most MAX_ROWS rows.
     """
 
     name = "gxu"
@@ -129,7 +132,7 @@ class GXUHeuristics(Heuristics):
     # Reductions: rows up to this short are whole in one chunk (Inductor makes them
     # persistent, R0_BLOCK fixed in the kernel); a tile of them holds this many elements.
     WHOLE_ROW = 1024
-    WHOLE_ROW_TILE = 16 * 1024
+    WHOLE_ROW_TILE = 32 * 1024
     # Longer rows are walked in chunks: a tile of up to MAX_ROWS rows (fewer as rows grow:
     # ROW_SPAN elements of rows at most, so a very long row is one row per tile), chunks
     # sized so the tile holds LOOPED_TILE elements.
@@ -137,6 +140,9 @@ class GXUHeuristics(Heuristics):
     MAX_ROWS = 128
     ROW_SPAN = 128 * 1024
     MIN_CHUNK = 64
+    # Rows at least this long: a tile of up to MAX_ROWS rows holding LONG_ROW_TILE elements.
+    LONG_ROW = 32 * 1024
+    LONG_ROW_TILE = 16 * 1024
 
     def _spec(self) -> HardwareSpec:
         return self.spec or current_spec()
@@ -162,8 +168,11 @@ class GXUHeuristics(Heuristics):
         rows_per_program = next_power_of_2(cdiv(xnumel, self._spec().max_grid))
         row = next_power_of_2(rnumel)
         if row <= self.WHOLE_ROW:
-            rows = min(rows_per_program, max(1, self.WHOLE_ROW_TILE // row))
+            rows = min(rows_per_program, self.MAX_ROWS, max(1, self.WHOLE_ROW_TILE // row))
             rblock = row
+        elif row >= self.LONG_ROW:
+            rows = min(rows_per_program, self.MAX_ROWS)
+            rblock = max(self.MIN_CHUNK, self.LONG_ROW_TILE // rows)
         else:
             rows = min(rows_per_program, self.MAX_ROWS, max(1, self.ROW_SPAN // row))
             rblock = min(row, max(self.MIN_CHUNK, self.LOOPED_TILE // rows))

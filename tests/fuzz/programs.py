@@ -663,11 +663,11 @@ def op_scan(b: Builder) -> Val:
     if is_float(x.dtype):
         e = f"torch.cumprod(torch.tanh({x.name}) * 1.25, {d})" if x.bound > 1.25 else f"torch.cumprod({x.name}, {d})"
         return b.add(e, env, False, 1.25 ** max(n, 1))
-    bd = x.bound ** max(n, 1)
-    if bd > 2 ** 30:
+    # in log space: a float bound to a large power overflows before it can be compared
+    if x.bound > 1 and max(n, 1) * math.log2(x.bound) > 30:
         e = f"torch.cumprod({x.name}.clamp(-1, 1), {d})" if x.dtype != BOOL else f"torch.cumprod({x.name}, {d})"
         return b.add(e, env, True, 1, 0)
-    return b.add(f"torch.cumprod({x.name}, {d})", env, True, bd, 0)
+    return b.add(f"torch.cumprod({x.name}, {d})", env, True, x.bound ** max(n, 1), 0)
 
 
 def op_index(b: Builder) -> Val:
