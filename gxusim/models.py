@@ -105,7 +105,7 @@ class Case:
     presets: dict[str, Shapes]
     scaled: Callable[[int], Shapes]
     trainable: bool = False  # has parameters: a training step is meaningful
-    token_inputs: bool = False  # inputs are token ids (vocabulary VOCAB), not floats
+    vocabulary: int = 0  # > 0: inputs are token ids below it, not floats
 
     def shapes(self, scale: Scale) -> Shapes:
         if isinstance(scale, int) and not isinstance(scale, bool):
@@ -123,8 +123,8 @@ class Case:
         return math.prod(self.shapes(scale)[0])
 
     def make_inputs(self, scale: Scale, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        if self.token_inputs:
-            return tuple(torch.randint(0, VOCAB, shape) for shape in self.shapes(scale))
+        if self.vocabulary:
+            return tuple(torch.randint(0, self.vocabulary, shape) for shape in self.shapes(scale))
         return tuple(torch.randn(shape, dtype=dtype) for shape in self.shapes(scale))
 
     def build(self, device: str, scale: Scale = "cpu", dtype: torch.dtype = torch.float32,
@@ -174,6 +174,6 @@ SUITE: tuple[Case, ...] = (
     Case("transformer_block", TransformerBlock, {"cpu": ((2, 16, 64),), "gpu": ((32, 256, 64),)},
          _batches_of((64, 64)), trainable=True),
     Case("embedding_classifier", EmbeddingClassifier, {"cpu": ((8, 16),), "gpu": ((256, 128),)},
-         _rows_of(128), trainable=True, token_inputs=True),
+         _rows_of(128), trainable=True, vocabulary=VOCAB),
 )
 CASES = {case.name: case for case in SUITE}

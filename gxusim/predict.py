@@ -52,7 +52,7 @@ def predict_case(case: Case, scale: Scale, policies: Sequence[str | Heuristics],
             # Autograd peeks at fake storages' data pointers: harmless here, and noisy.
             warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
             model = _fake_model(case, dtype)
-            inputs = [torch.empty(shape, dtype=torch.int64 if case.token_inputs else dtype)
+            inputs = [torch.empty(shape, dtype=torch.int64 if case.vocabulary else dtype)
                       for shape in case.shapes(scale)]
             compiled = torch.compile(model, dynamic=False)
             for policy in policies:

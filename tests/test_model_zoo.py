@@ -130,16 +130,10 @@ def encoder_layer() -> nn.Module:
                                       batch_first=True)
 
 
-def _images(scale: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    return (torch.randn(2, 3, 32, 32, dtype=dtype),)
-
-
-def _tokens(scale: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    return (torch.randint(0, VOCAB, (2, SEQUENCE)),)
-
-
-def _sequence(scale: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    return (torch.randn(2, SEQUENCE, WIDTH, dtype=dtype),)
+# Input shapes of each model (its main input first): batch 2.
+_images = {"cpu": ((2, 3, 32, 32),)}
+_tokens = {"cpu": ((2, SEQUENCE),)}
+_sequence = {"cpu": ((2, SEQUENCE, WIDTH),)}
 
 
 def _mode(make: callable, train: bool, wrap: type[nn.Module] | None = None) -> nn.Module:
@@ -148,7 +142,10 @@ def _mode(make: callable, train: bool, wrap: type[nn.Module] | None = None) -> n
 
 
 def _case(name: str, make, inputs, train: bool, wrap: type[nn.Module] | None = None) -> Case:
-    return Case(name, functools.partial(_mode, make, train, wrap), inputs, trainable=train)
+    def one_size(numel: int) -> tuple:
+        raise ValueError(f"model zoo case {name} has one size, 'cpu'")
+    return Case(name, functools.partial(_mode, make, train, wrap), inputs, one_size,
+                trainable=train, vocabulary=VOCAB if inputs is _tokens else 0)
 
 
 ZOO = {
