@@ -107,10 +107,10 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
 def measure(spec: HardwareSpec, programs: Sequence[Program] = PROGRAMS,
             progress: Optional[Callable[[int, int], None]] = None) -> list[Sample]:
     """Samples of every calibration program on the current GPU (cuda target)."""
-    from .target import current_target
-    if current_target() != "cuda":
+    from .target import active
+    if not active().can_time:
         raise RuntimeError("gxusim calibrate times kernels on a GPU: it needs the cuda target "
-                           f"(the active target is {current_target()!r})")
+                           f"(the active target is {active().name!r})")
     samples = []
     for done, program in enumerate(programs):
         samples += measure_program(program, spec)

@@ -1,0 +1,226 @@
+"""Sweeps on Ray (gxusim.distributed): the rows of a local sweep, a shared cache, worker
+crashes retried, Ctrl-C cancelling, the CLI's --ray, and a clear error without Ray.
+
+One local cluster (2 CPUs) serves the module; tests that need Ray skip without it. Tests
+that kill workers come last: a new worker costs seconds (it imports torch and gxusim). The
+emulator runs are `slow` (numba compiles their kernels); predict-only runs stand in for
+them elsewhere.
+"""
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+import gxusim
+from gxusim import distributed, sweep
+from gxusim.cli import main
+from gxusim.emulator import module_cache
+
+try:
+    import ray
+except ImportError:
+    ray = None
+
+needs_ray = pytest.mark.skipif(ray is None, reason="needs Ray: pip install -e '.[ray]'")
+
+MODELS, POLICIES, SIZES = ["add_relu", "row_sum"], ["seed", "gxu"], [1024, 1 << 20]
+TIMING = ("measured_s",)  # the fields two runs of the same sweep may disagree on
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """The cache folder this process and the workers share: fresh, so workers write it."""
+    return tmp_path_factory.mktemp("gxusim-cache")
+
+
+@pytest.fixture(scope="module")
+def cluster(cache):
+    """Two CPUs, and a worker on each that has imported torch and gxusim (the seconds each
+    new worker costs), having compiled no emulator kernel yet."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("GXUSIM_CACHE_DIR", str(cache))
+        ray.init(num_cpus=2)
+        list(distributed.ray_runner(None)([sweep.Run("add_relu", 1024)] * 2, ["gxu"], True))
+        yield
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_predicted():
+    return sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True)
+
+
+def untimed(rows: list[dict]) -> list[dict]:
+    return [{**{k: v for k, v in row.items() if k not in TIMING},
+             "kernels": [{k: v for k, v in kernel.items() if k not in TIMING}
+                         for kernel in row["kernels"]]} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def twice_on_ray(cluster):
+    """Each run of the emulator sweep twice at once, on the two workers: no kernel is in
+    their memory yet, so both compile the same kernels and write the same cache files at
+    the same time. Pairs of results, in the order of MODELS."""
+    runs = [sweep.Run(model, "cpu") for model in MODELS for _ in range(2)]
+    results = sorted(distributed.ray_runner(None)(runs, POLICIES, False),
+                     key=lambda rows: MODELS.index(rows[0]["model"]))
+    return list(zip(results[::2], results[1::2]))
+
+
+@needs_ray
+@pytest.mark.slow  # with `twice_on_ray`, 30-60 s here: numba compiles every kernel afresh
+@pytest.mark.skipif(gxusim.current_target() != "emulator",
+                    reason="the emulator's module cache is what workers share")
+def test_workers_compiling_the_same_kernels_at_once_share_the_cache_safely(twice_on_ray,
+                                                                           cache):
+    for first, second in twice_on_ray:
+        assert untimed(first) == untimed(second)
+    modules = list((cache / "emulator").glob("k_*.py"))
+    machine_code = list((cache / "emulator" / "__pycache__").glob("*.nb[ic]"))
+    assert modules and machine_code
+    for module in modules:
+        compile(module.read_text(), str(module), "exec")  # whole, not half of one
+    assert all(module_cache._readable(f) for f in machine_code)
+    assert not [f.name for f in cache.rglob("*") if ".tmp" in f.name]  # no write left over
+
+
+@needs_ray
+@pytest.mark.slow  # 20-40 s more: the local sweep compiles every kernel again (see below)
+def test_an_emulator_sweep_on_ray_gives_the_local_rows(twice_on_ray):
+    rows = [row for first, _ in twice_on_ray for row in first]
+    # Not from the workers' cache: the emulator names IR values by a process-wide counter,
+    # so this process, with another history, generates other source for the same kernels.
+    local_rows = sweep.sweep(MODELS, POLICIES)
+    assert untimed(rows) == untimed(local_rows)
+    assert all(row["matches_eager"] and not row["error"] for row in rows)
+    assert [row["predicted_s"] for row in rows] == [row["predicted_s"] for row in local_rows]
+
+
+@needs_ray
+def test_a_predict_only_sweep_on_ray_gives_the_local_rows(cluster, local_predicted):
+    rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True,
+                       runner=distributed.ray_runner(None))
+    assert untimed(rows) == untimed(local_predicted)
+    assert {row["target"] for row in rows} == {"predict"}
+
+
+@needs_ray
+def test_a_spec_reaches_the_workers(cluster):
+    spec = gxusim.current_spec().replace(name="slow-dram", mem_bandwidth=1e9)
+    with gxusim.use_spec(spec):
+        local = sweep.sweep(["add_relu"], ["gxu"], [1 << 20], predict_only=True)
+        rows = sweep.sweep(["add_relu"], ["gxu"], [1 << 20], predict_only=True,
+                           runner=distributed.ray_runner(None))
+    assert rows[0]["spec"] == "slow-dram" and untimed(rows) == untimed(local)
+
+
+@needs_ray
+def test_the_cli_sweeps_on_ray_writes_the_rows_and_resumes(cluster, local_predicted,
+                                                            tmp_path, capsys):
+    path = tmp_path / "sweep.json"
+    args = ["sweep", *MODELS, "--policies", *POLICIES, "--predict-only", "--sizes", "1024",
+            "--ray", "--json", str(path)]
+    assert main(args) == 0
+    expected = untimed([row for row in local_predicted if row["scale"] == 1024])
+    assert untimed(sweep.load(path)) == expected
+    assert main(args + ["--resume"]) == 0  # nothing left to run: the saved rows again
+    assert untimed(sweep.load(path)) == expected
+    assert "rows written to" in capsys.readouterr().out
+
+
+def raising_on(model):
+    """An `execute` that fails outside `sweep.execute`'s own per-policy error rows."""
+    def execute(run, policies, predict_only):
+        if run.model == model:
+            raise ValueError(f"no {model} here")
+        return sweep.execute(run, policies, predict_only)
+    return execute
+
+
+@needs_ray
+def test_a_run_that_raises_in_its_worker_is_error_rows_and_the_sweep_goes_on(
+        cluster, local_predicted):
+    runner = distributed.ray_runner(None, execute=raising_on("add_relu"))
+    rows = sweep.sweep(MODELS, POLICIES, [1024], predict_only=True, runner=runner)
+    assert [row["error"] for row in rows[:2]] == ["ValueError: no add_relu here"] * 2
+    assert untimed(rows[2:]) == untimed([row for row in local_predicted
+                                         if row["model"] == "row_sum" and row["scale"] == 1024])
+
+
+def test_a_worker_keeps_its_first_target(monkeypatch):
+    monkeypatch.setattr(distributed, "_worker_target", None)  # as in a fresh worker
+    first = gxusim.current_target()  # the session's: taking it on changes nothing here
+    distributed._take_on_target(first)
+    other = "cuda" if first == "emulator" else "emulator"
+    with pytest.raises(RuntimeError, match=f"runs the '{first}' target and cannot switch"):
+        distributed._take_on_target(other)
+
+
+def dying_once_on(model, marker):
+    """An `execute` whose worker process dies on `model`'s first attempt."""
+    def execute(run, policies, predict_only):
+        if run.model == model and not marker.exists():
+            marker.touch()
+            os._exit(1)
+        return sweep.execute(run, policies, predict_only)
+    return execute
+
+
+@needs_ray
+def test_a_worker_that_dies_is_retried_and_the_rows_come_back(cluster, local_predicted,
+                                                              tmp_path):
+    marker = tmp_path / "died"
+    runner = distributed.ray_runner(None, execute=dying_once_on("row_sum", marker))
+    rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True, runner=runner)
+    assert marker.exists()  # a worker did die
+    assert untimed(rows) == untimed(local_predicted)
+
+
+def dying_on(model):
+    """An `execute` whose worker process dies on every attempt at `model`."""
+    def execute(run, policies, predict_only):
+        if run.model == model:
+            os._exit(1)
+        return sweep.execute(run, policies, predict_only)
+    return execute
+
+
+@needs_ray
+def test_a_run_whose_worker_always_dies_is_error_rows_and_the_sweep_goes_on(
+        cluster, local_predicted):
+    runner = distributed.ray_runner(None, execute=dying_on("row_sum"))
+    rows = sweep.sweep(MODELS, POLICIES, [1024], predict_only=True, runner=runner)
+    add_relu = [row for row in local_predicted if row["model"] == "add_relu"
+                and row["scale"] == 1024]
+    assert untimed(rows[:2]) == untimed(add_relu)
+    assert [(row["model"], row["policy"], row["target"]) for row in rows[2:]] == \
+        [("row_sum", policy, "predict") for policy in POLICIES]
+    assert all(row["error"].startswith("WorkerCrashedError") for row in rows[2:])
+
+
+@needs_ray
+def test_ctrl_c_cancels_the_outstanding_tasks(cluster):
+    def sleeping(run, policies, predict_only):
+        time.sleep(120)
+
+    runner = distributed.ray_runner(None, execute=sleeping)
+    threading.Timer(5, _thread.interrupt_main).start()  # Ctrl-C while tasks run and wait
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True, runner=runner)
+    while ray.available_resources().get("CPU", 0) < 2:  # every task gave its CPU back
+        assert time.monotonic() - started < 60, f"tasks still hold {ray.available_resources()}"
+        time.sleep(0.5)
+
+
+def test_without_ray_a_sweep_runs_and_ray_gives_a_clear_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # any `import ray` raises ImportError
+    sweep_args = ["sweep", "add_relu", "--predict-only", "--sizes", "1024"]
+    assert main(sweep_args + ["--json", str(tmp_path / "sweep.json")]) == 0
+    assert main(sweep_args + ["--ray"]) == 2
+    assert "pip install 'gxusim[ray]'" in capsys.readouterr().err
