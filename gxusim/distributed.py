@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from . import sweep
 from .spec import HardwareSpec, current_spec, use_spec
-from .target import current_target, set_target
+from .target import TARGETS, current_target, set_target
 
 Execute = Callable[[sweep.Run, Sequence[str], bool], list[dict]]
 Runner = Callable[[list[sweep.Run], Sequence[str], bool], Iterable[list[dict]]]
@@ -90,7 +90,7 @@ def _resources(target: str, predict_only: bool) -> dict[str, int]:
     # process stays on the GPU it first used, whichever GPU Ray gives its next task
     # (max_calls=1; Ray's default for GPU tasks, but only when set in `ray.remote`).
     # Predict-only runs execute nothing, so a CPU suffices whatever the target.
-    if target == "cuda" and not predict_only:
+    if TARGETS[target].has_triton_driver and not predict_only:  # kernels run on a GPU
         return {"num_gpus": 1, "max_calls": 1}
     return {"num_cpus": 1}
 
