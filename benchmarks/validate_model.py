@@ -1,18 +1,27 @@
 """Check the performance model against kernel times measured on a GPU, without a GPU.
 
-Every measured launch saved by the GPU runs carries the facts the model predicts from
-(`perf_model.LaunchFacts`), so the model can be refitted and judged here:
+Every measured launch saved by the GPU runs carries its plan and the facts the model
+predicts from (`perf_model.LaunchFacts`), so the model can be refitted and judged here:
 
 * `--calibration`: samples from `gxusim calibrate --samples` (the calibration programs);
-  the model is fitted on them (or, without it, the `--spec` as it stands is judged);
+  the model is fitted on them (`perf_model.fit`; without it, the `--spec` as it stands is
+  judged);
 * held out, never used for fitting: `--ceiling` (every config `bench_ceiling.py` timed, per
   kernel) and `--sweep` (the model suite at GPU scale under each policy,
   `GXUSIM_TIMING=1 gxusim sweep --scale gpu --json`).
 
+Facts are recomputed first: each calibration program, ceiling case and suite model is
+compiled here for gxu on FakeTensors (predict-only, nothing runs), and every launch's facts
+are `LaunchPlan.facts` of its stored plan on the regenerated kernel, so files measured
+before the model gained a fact (phases) are judged by the current model. A kernel this
+machine's Inductor generates differently (another name or sizes) keeps its stored facts;
+`--stored-facts` keeps them all.
+
 Prints the error per held-out kernel (median and worst |predicted/measured - 1|), the
 Spearman rank correlation between predicted and measured times over each kernel's configs
-(what choosing a config needs), and each suite model's gxu/seed ratio, predicted against
-measured. `--json` keeps the tables.
+(what choosing a config needs), each suite model's gxu/seed ratio, predicted against
+measured, and the fidelity targets (median <= 10%, worst <= 40%, Spearman >= 0.9 per kernel,
+gxu/seed ratios within 15% and in the right direction). `--json` keeps the tables.
 
     python benchmarks/validate_model.py --spec gxu-on-h200 \\
         --calibration benchmarks/results/calibration_h200.json \\
@@ -22,16 +31,19 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import dataclasses
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
 
 import gxusim
 from gxusim import perf_model
-from gxusim.perf_model import LaunchFacts
 from gxusim.report import format_table
 
 
@@ -64,6 +76,8 @@ def held_out_samples(ceiling: Path | None, sweep: Path | None) -> list[dict]:
                 if s.get("facts"):
                     samples.append({"group": f"ceiling {s['case']}", "kernel": s["kernel"],
                                     "policy": s.get("policy", "candidate"),
+                                    "plan": {k: s.get(k) for k in PLAN_KEYS},
+                                    "n_tiles": s.get("n_tiles"), "numels": s.get("numels"),
                                     "facts": s["facts"], "measured_s": s["seconds"]})
     if sweep:
         for row in json.loads(sweep.read_text()):
@@ -71,12 +85,123 @@ def held_out_samples(ceiling: Path | None, sweep: Path | None) -> list[dict]:
                 if k.get("facts") and k.get("measured_s"):
                     samples.append({"group": f"suite {row['model']}", "kernel": k["kernel"],
                                     "policy": row["policy"], "model": row["model"],
+                                    "plan": {"meta": _launch_meta(k), "num_warps": k["num_warps"],
+                                             "programs": k["programs"], "num_stages": None},
+                                    "n_tiles": k.get("tiles"), "numels": None,
                                     "facts": k["facts"], "measured_s": k["measured_s"]})
     return samples
 
 
+def calibration_samples(path: Path) -> list[dict]:
+    return [{"group": f"calibration {r['program']}", "kernel": r["kernel"],
+             "policy": "candidate", "plan": {k: r.get(k) for k in PLAN_KEYS}, "n_tiles": None,
+             "numels": r.get("numels"), "facts": r["facts"], "measured_s": r["measured_s"]}
+            for r in json.loads(path.read_text())]
+
+
+PLAN_KEYS = ("meta", "num_warps", "programs", "num_stages")
+
+
+def _launch_meta(kernel_row: dict) -> dict:
+    """A sweep row's meta lists every block size, the kernel's static ones too."""
+    return dict(kernel_row.get("meta") or {})
+
+
+# --- facts from the kernels' sources ---------------------------------------------------------
+
+@contextlib.contextmanager
+def _recording_kernels(found: list):
+    """Record (shape, numels) of every gxu kernel launched in the block (predict-only runs
+    launch nothing, so `launcher.capture` sees nothing): wraps `GXUKernel.run` meanwhile."""
+    from gxusim.compiler.launcher import GXUKernel
+    original = GXUKernel.run
+
+    def run(self, *args, **kwargs):
+        found.append((self.name, self.shape, self.numels(args)))
+        return original(self, *args, **kwargs)
+    GXUKernel.run = run
+    try:
+        yield
+    finally:
+        GXUKernel.run = original
+
+
+def _compile_fake(fn, shapes, dtype=torch.float32) -> list:
+    """Compile `fn` for gxu on FakeTensors of these shapes (predict-only: nothing runs, no
+    memory): the kernels' shapes and sizes, exactly as a GPU run generates them."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from gxusim.compiler.launcher import predict_only
+    found: list = []
+    torch._dynamo.reset()
+    with _recording_kernels(found), FakeTensorMode(allow_non_fake_inputs=False), \
+            torch.device("gxu"), warnings.catch_warnings(), predict_only():
+        warnings.filterwarnings("ignore")
+        inputs = [torch.empty(shape, dtype=dtype) for shape in shapes]
+        torch.compile(fn, dynamic=False)(*inputs)
+    torch._dynamo.reset()
+    return found
+
+
+def kernel_shapes(groups: set) -> dict:
+    """(group, kernel name) -> [(KernelShape, numels)] for the calibration programs, the
+    ceiling cases and the suite models named in `groups`, regenerated on this machine."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench_ceiling
+    from gxusim import calibrate, models
+    from gxusim.predict import predict_case
+    shapes: dict = collections.defaultdict(list)
+
+    def add(group: str, found: list) -> None:
+        for name, shape, numels in found:
+            shapes[(group, name)].append((shape, numels))
+    gxusim.use_heuristics("gxu")
+    for program in calibrate.PROGRAMS + calibrate.EARLIER_PROGRAMS:
+        if f"calibration {program.name}" in groups:
+            add(f"calibration {program.name}", _compile_fake(program.fn, program.shapes))
+    for case in bench_ceiling.cases(quick=False):
+        if f"ceiling {case.name}" in groups:
+            add(f"ceiling {case.name}", _compile_fake(case.fn, case.shapes, case.dtype))
+    for name, case in models.CASES.items():
+        if f"suite {name}" in groups:
+            found: list = []
+            with _recording_kernels(found):
+                predict_case(case, "gpu", ["gxu"])
+            add(f"suite {name}", found)
+    return shapes
+
+
+def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
+    """Replace each sample's stored facts by `LaunchPlan.facts` of its plan on its kernel's
+    regenerated source (phases included); returns how many kept their stored facts (no
+    matching kernel: a kernel the GPU run generated differently)."""
+    from gxusim.compiler.plan import LaunchPlan
+    shapes = kernel_shapes({s["group"] for s in samples})
+    kept = 0
+    for sample in samples:
+        stored = sample["facts"]
+        candidates = shapes.get((sample["group"], sample["kernel"]), [])
+        match = [(shape, numels) for shape, numels in candidates
+                 if sample["numels"] is None or numels == sample["numels"]]
+        if not match:
+            kept += 1
+            continue
+        shape, numels = match[0]
+        plan = sample["plan"]
+        meta = {k: v for k, v in plan["meta"].items() if k in shape.block_params}
+        n_tiles = sample["n_tiles"] or stored["tiles_per_program"] * plan["programs"]
+        launch = LaunchPlan(meta, plan["num_warps"], plan["programs"], n_tiles, {},
+                            plan.get("num_stages"))
+        facts = launch.facts(shape, numels, stored["bytes_moved"], spec)
+        if facts.tiles_per_program != stored["tiles_per_program"] or \
+                facts.tile_elements != stored["tile_elements"]:
+            kept += 1  # not the kernel that was timed
+            continue
+        sample["facts"] = dataclasses.asdict(facts)
+    return kept
+
+
 def predict(sample: dict, spec: gxusim.HardwareSpec) -> float:
-    return perf_model.predict_seconds(LaunchFacts(**sample["facts"]), spec)
+    return perf_model.predict_seconds(perf_model.facts_from_dict(sample["facts"]), spec)
 
 
 def error_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, dict]:
@@ -129,6 +254,28 @@ def ratio_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, li
     return text, rows
 
 
+TARGETS = {"median_error": 0.10, "worst_error": 0.40, "spearman_min": 0.9, "ratio_error": 0.15}
+
+
+def targets_line(summary: dict, ratios: list[dict]) -> str:
+    worst_ratio = max((r["error"] for r in ratios), default=0.0)
+    wrong = sum(not r["direction"] for r in ratios)
+    checks = [
+        ("median", summary["median_error"], TARGETS["median_error"], summary["median_error"] <=
+         TARGETS["median_error"]),
+        ("worst", summary["worst_error"], TARGETS["worst_error"], summary["worst_error"] <=
+         TARGETS["worst_error"]),
+        ("lowest Spearman", summary["spearman_min"], TARGETS["spearman_min"],
+         summary["spearman_min"] >= TARGETS["spearman_min"]),
+        ("worst gxu/seed ratio error", worst_ratio, TARGETS["ratio_error"],
+         worst_ratio <= TARGETS["ratio_error"] and not wrong),
+    ]
+    return "targets: " + "; ".join(
+        f"{name} {value:.2f} (target {target:.2f}) {'met' if ok else 'MISSED'}"
+        for name, value, target, ok in checks) + (f"; {wrong} ratio(s) in the wrong direction"
+                                                  if wrong else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default="gxu-on-h200", help="spec to judge (or to fit from)")
@@ -136,27 +283,37 @@ def main() -> int:
     parser.add_argument("--ceiling", type=Path, help="bench_ceiling.py --json output")
     parser.add_argument("--sweep", type=Path, help="GXUSIM_TIMING=1 gxusim sweep --json output")
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--stored-facts", action="store_true",
+                        help="use the facts stored with each launch instead of recomputing "
+                             "them from the regenerated kernels (older files lack phases)")
     args = parser.parse_args()
     spec = gxusim.load_spec(args.spec)
-    if args.calibration:
-        calibration = json.loads(args.calibration.read_text())
-        fit = perf_model.fit(spec, [LaunchFacts(**r["facts"]) for r in calibration],
+    gxusim.use_spec(spec)
+    calibration = calibration_samples(args.calibration) if args.calibration else []
+    samples = held_out_samples(args.ceiling, args.sweep)
+    if not samples:
+        print("no held-out launches with facts and measured times (see --ceiling, --sweep)",
+              file=sys.stderr)
+        return 2
+    if not args.stored_facts:
+        kept = recompute_facts(calibration + samples, spec)
+        print(f"facts recomputed by LaunchPlan.facts from the regenerated kernels "
+              f"({kept} of {len(calibration) + len(samples)} launches kept their stored "
+              f"facts: kernel not regenerated identically)")
+    if calibration:
+        fit = perf_model.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
                              [r["measured_s"] for r in calibration])
         spec = fit.spec
         print(f"fitted on {len(calibration)} calibration launches: median error "
               f"{fit.median_error:.1%}, max {fit.max_error:.1%}")
         print("  " + ", ".join(f"{t.field} = {getattr(spec, t.field):.4g}"
                                for t in perf_model.TERMS) + "\n")
-    samples = held_out_samples(args.ceiling, args.sweep)
-    if not samples:
-        print("no held-out launches with facts and measured times (see --ceiling, --sweep)",
-              file=sys.stderr)
-        return 2
     text, summary = error_table(samples, spec)
     print(text)
     ratios_text, ratios = ratio_table(samples, spec)
     if ratios:
         print("\n" + ratios_text)
+    print("\n" + targets_line(summary, ratios))
     if args.json:
         args.json.write_text(json.dumps({"spec": {t.field: getattr(spec, t.field)
                                                   for t in perf_model.TERMS},

@@ -127,6 +127,18 @@ class GXUScheduling(TritonScheduling):
         return OrderedSet(f for f in super().get_backend_features(device)
                           if f not in cls.UNCAPPABLE)
 
+    @classmethod
+    def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=1,
+                              coalesce_analysis=None):
+        # Inductor's coalescing analysis may tile a reduction over two grid axes (x and y)
+        # or two reduction axes (torch 2.13 does for a permuted input); gxu plans reductions
+        # over rows of one x axis, so such a kernel keeps Inductor's default reduction tiling.
+        tiling, scores = super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
+                                                       coalesce_analysis)
+        if reduction_numel != 1 and set(tiling) - {"x", "r0_"}:
+            return cls.create_tiling([numel], [reduction_numel]), None
+        return tiling, scores
+
     def create_kernel_choices(self, kernel_features, kernel_args, kernel_kwargs):
         # Cooperative reductions split rows across programs that synchronise: no tile loop.
         kernel_kwargs["override_cooperative_reduction"] = False

@@ -17,24 +17,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import re
 from typing import Any, Callable, Optional
 
 import torch
 
 from gxusim import perf_model
 from gxusim.kernel_args import NUMEL_ARGS
-from gxusim.kernel_work import KernelWork, kernel_work
+from gxusim.kernel_work import KernelWork, kernel_work, static_blocks
 from gxusim.spec import HardwareSpec
 
 from .heuristics import Heuristics, cdiv
 
 # Names the Inductor kernel signature uses for block constexprs (sizes: NUMEL_ARGS).
 BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
-# A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
-# reductions' XBLOCK = 1.
-_STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
-                           re.MULTILINE)
 MAX_BLOCK_ELEMENTS = 1 << 20
 
 
@@ -72,8 +67,7 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
     runtime = tuple(p.name for p in params if p.name not in constexpr)
     blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
     source = inspect.getsource(python_fn)
-    static = {block: int(size) for block, size in _STATIC_BLOCK.findall(source)}
-    return KernelShape(name, runtime, blocks, static, source, kernel_work(source))
+    return KernelShape(name, runtime, blocks, static_blocks(source), source, kernel_work(source))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,13 +101,17 @@ class LaunchPlan:
               spec: HardwareSpec) -> perf_model.LaunchFacts:
         """The launch as the performance model sees it without running it: `bytes_moved`
         from the arguments' sizes, warps alone limiting residency, arithmetic counted from
-        the kernel's source."""
+        the kernel's source, and the tile's phases (loads, stores and dependency chains at
+        tile level and per reduction chunk, `perf_model.launch_phases`) at this plan's
+        block sizes."""
         work = shape.work
+        chunks = self.chunks(numels)
         return perf_model.LaunchFacts(
             self.programs, self.num_warps, self.tiles_per_program,
             self.tile_elements(shape, numels), bytes_moved,
             perf_model.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
-            work.scans * self.chunks(numels))
+            work.scans * chunks,
+            perf_model.launch_phases(shape.source, self.meta, chunks))
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

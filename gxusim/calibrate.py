@@ -1,13 +1,16 @@
 """Calibration: time compiled GXU kernels on a real GPU and fit the performance model.
 
 `measure(spec)` compiles a calibration set of small programs for gxu on the cuda target
-(pointwise arithmetic, transcendentals, row reductions, a scan, a 3D permute: every term of
-the model is exercised), captures each generated kernel with its arguments, and times it
-under a sample of the legal launch plans (`plan.candidate_plans`, plus smaller grids) with
-`triton.testing.do_bench` (events around the launches alone: the kernel's time, not the
-host's). Each sample is the plan's `LaunchFacts` and its measured time. `calibrate(spec)`
-fits every model term (`perf_model.fit`); `write_spec_toml` saves the fitted fields as a
-spec file (`base = "<spec>"`) that `load_spec`, `GXUSIM_SPEC` and every command accept.
+(pointwise arithmetic in fp32 and bf16, transcendentals (exp, sin, tanh, sigmoid), row
+reductions looped over chunks (one pass and two) and persistent, a scan, a 3D permute:
+every term of the model is exercised), captures each generated kernel with its arguments,
+and times it under a sample of the legal launch plans (`plan.candidate_plans`, spread
+evenly from the smallest tiles to the largest at 16 warps, every other one also on a
+quarter grid) and the plans the seed and gxu policies pick, with `triton.testing.do_bench`
+(events around the launches alone: the kernel's time, not the host's). Each sample is the
+plan's `LaunchFacts` (phases included) and its measured time. `calibrate(spec)` fits every
+model term (`perf_model.fit`); `write_spec_toml` saves the fitted fields as a spec file
+(`base = "<spec>"`) that `load_spec`, `GXUSIM_SPEC` and every command accept.
 
 The calibration programs are deliberately not the model suite's or the ceiling
 benchmark's, so those stay held out for checking the fit (`benchmarks/validate_model.py`).
@@ -29,6 +32,7 @@ class Program:
     name: str
     fn: Callable[..., torch.Tensor]
     shapes: tuple[tuple[int, ...], ...]
+    dtype: torch.dtype = torch.float32
 
 
 def _fma3(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -39,18 +43,36 @@ def _exp_sin(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(-x.abs()) * torch.sin(x)
 
 
+# Each kind of work the model times, none of them a kernel of the model suite or of the
+# ceiling search (those stay held out, benchmarks/validate_model.py): tanh and sigmoid pin
+# the libdevice weights that exp and sin alone cannot; the long-row sum of squares (rows
+# 256 KB apart) and the two-pass logsumexp the looped chunk loads; the bf16 fma the 2-byte
+# loads; the row centering a persistent reduction with a per-element store; fma3 64K the
+# launch overhead (the suite's small kernels take 4-10 us, the 2026-11-29 set's smallest 16).
 PROGRAMS: tuple[Program, ...] = (
+    Program("fma3 64K", _fma3, ((1 << 16,),) * 3),  # a few microseconds: pins launch_overhead_s
     Program("fma3 1M", _fma3, ((1 << 20,),) * 3),
     Program("fma3 64M", _fma3, ((1 << 26,),) * 3),
+    Program("fma3 bf16 16M", _fma3, ((1 << 24,),) * 3, torch.bfloat16),
     Program("exp_sin 4M", _exp_sin, ((1 << 22,),)),
-    Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
+    Program("tanh 16M", lambda x: torch.tanh(x) * 0.5, ((1 << 24,),)),
+    Program("silu 16M", torch.nn.functional.silu, ((1 << 24,),)),
     Program("amax 8192x2048", lambda x: x.amax(1), ((8192, 2048),)),
     Program("amax 1Mx64", lambda x: x.amax(1), ((1 << 20, 64),)),
+    Program("sumsq 1024x65536", lambda x: (x * x).sum(1), ((1024, 1 << 16),)),
+    Program("logsumexp 2048x16384", lambda x: x.logsumexp(1), ((2048, 1 << 14),)),
+    Program("center 65536x512", lambda x: x - x.mean(1, keepdim=True), ((1 << 16, 512),)),
     Program("cumsum 512x8192", lambda x: (2 * x).cumsum(1), ((512, 8192),)),
     Program("permute 64x1024x1024", lambda x: x.permute(0, 2, 1).contiguous(),
             ((64, 1024, 1024),)),
 )
-PLANS_PER_KERNEL = 10  # sampled evenly from the legal plans, each also at a quarter grid
+# Programs earlier calibration runs measured and the set no longer does: kept so that their
+# stored samples can be regenerated and refitted offline (benchmarks/validate_model.py).
+EARLIER_PROGRAMS: tuple[Program, ...] = (
+    Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
+)
+PLANS_PER_KERNEL = 10  # spread evenly over the legal plans, every other also at a quarter grid
+POLICIES = ("seed", "gxu")  # their picks are timed too: the plans the suite really runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +90,15 @@ class Sample:
 
 
 def _sampled(plans: list, count: int) -> list:
-    """`count` plans spread evenly over the list (all of them when there are fewer), each
-    also on a quarter of its grid: the model's waves and tile-loop terms need grids that
-    differ, not only blocks and warps."""
-    step = max(1, len(plans) // count)
-    chosen = plans[::step][:count]
-    smaller = [dataclasses.replace(p, programs=max(1, p.programs // 4)) for p in chosen
+    """`count` plans spread evenly over the whole list, first to last (all of them when
+    there are fewer): candidate plans run from the smallest tiles on few warps to the
+    largest on 16, and the model must see both ends. Every other one is also timed on a
+    quarter of its grid: the waves and tile-loop terms need grids that differ too."""
+    if len(plans) <= count:
+        chosen = list(plans)
+    else:
+        chosen = [plans[round(i * (len(plans) - 1) / (count - 1))] for i in range(count)]
+    smaller = [dataclasses.replace(p, programs=max(1, p.programs // 4)) for p in chosen[::2]
                if p.programs >= 4]
     return chosen + smaller
 
@@ -81,10 +106,11 @@ def _sampled(plans: list, count: int) -> list:
 def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
     """Compile one program for gxu, then time each of its kernels under sampled plans."""
     from .compiler import launcher
-    from .compiler.plan import candidate_plans
+    from .compiler.plan import candidate_plans, plan_launch
+    from .compiler.policies import resolve_policy
     from .target import active
     torch.manual_seed(0)
-    inputs = [torch.randn(shape, device="gxu") for shape in program.shapes]
+    inputs = [torch.randn(shape, device="gxu", dtype=program.dtype) for shape in program.shapes]
     torch._dynamo.reset()
     with launcher.capture() as captured:
         torch.compile(program.fn, dynamic=False)(*inputs)
@@ -94,6 +120,8 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
         numels = kernel.numels(args)
         moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
         plans = _sampled(candidate_plans(kernel.shape, numels, spec), PLANS_PER_KERNEL)
+        plans += [plan_launch(kernel.shape, numels, program.dtype, resolve_policy(name), spec)
+                  for name in POLICIES]
         kernel.precompile_plans(plans, args)
         for plan in plans:
             seconds = target.time_launch(kernel._target_launch(plan), args)

@@ -10,12 +10,23 @@ gives the counts the performance model's arithmetic terms need:
   tanh, sqrt, erf, pow, trigonometry: libdevice / `tl_math` calls);
 * `reductions`, `scans`: block-wide reductions and scans (a scan's chunks are serial: each
   chunk waits for the previous chunk's carry).
+
+`kernel_phases` reads the structure the performance model times (`gxusim.perf_model`): the
+tile loop's body split into *phases*, the statements at tile level and the body of each
+`tl.range` loop over reduction chunks (a looped reduction; softmax has three, layernorm
+two). For each phase: its loads and stores (the tile axes their index spans, element size
+from the kernel's signature, whether the index is a small broadcast vector such as a bias
+`x % 1024`, whether the address depends on another load: a gather), and the longest chain
+of dependent operations one element goes through (arithmetic steps and libdevice calls,
+weighed by their latency), counting only per-element work: values of a reduction's rows
+(`tl.sum(...)[:, None]`, the rsqrt of a variance) are computed once per row and hoisted.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import functools
+import re
 import textwrap
 
 # Function names (the last attribute of the call) that count as transcendentals, plain
@@ -35,6 +46,21 @@ REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "arg
                              "xor_sum", "any", "all"})
 SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
 
+# Latency of a libdevice call along one element's dependency chain, in expf's (expf: about
+# 11 dependent FMA latencies: range reduction, MUFU.EX2, scaling). From the calls' SASS fast
+# paths, both sides of a divergent branch taken (tanhf's polynomial and exp forms): a prior,
+# not fitted; the model fits one time per expf (`transcendental_issue_s`).
+TRANSCENDENTAL_WEIGHT = {
+    "exp": 1.0, "exp2": 0.65, "expm1": 1.3, "log": 1.3, "log2": 0.9, "log10": 1.3,
+    "log1p": 1.45, "tanh": 1.9, "sin": 1.65, "cos": 1.65, "tan": 2.5, "asin": 2.0,
+    "acos": 2.0, "atan": 2.0, "atan2": 2.5, "sinh": 1.45, "cosh": 1.45, "asinh": 2.0,
+    "acosh": 2.0, "atanh": 2.0, "sqrt": 0.9, "rsqrt": 0.55, "erf": 1.8, "erfc": 2.0,
+    "erfinv": 2.7, "pow": 3.1, "lgamma": 4.5, "digamma": 4.5, "sigmoid": 1.45, "cbrt": 1.65,
+}
+EXP_STEPS = 11.0  # an expf as dependent arithmetic steps: weighs calls against plain ops
+DIVIDE_STEPS = 3.0  # an fp32 division (reciprocal and Newton steps)
+WELFORD_STEPS = 10.0  # one element into a Welford accumulator (a division and FMAs)
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelWork:
@@ -52,13 +78,13 @@ def _call_name(node: ast.Call) -> str:
     return function.id if isinstance(function, ast.Name) else ""
 
 
-def _assigns_a_value(node: ast.AST) -> bool:
+def _assigns_a_value(node: ast.AST, prefixes: tuple = ("tmp",)) -> bool:
     """`tmpN = ...` or `tmpN, = ...` (scans and multi-output reductions return tuples)."""
     if not isinstance(node, ast.Assign):
         return False
     names = [t for target in node.targets
              for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
-    return any(isinstance(n, ast.Name) and n.id.startswith("tmp") for n in names)
+    return any(isinstance(n, ast.Name) and n.id.startswith(prefixes) for n in names)
 
 
 def _value_statements(tree: ast.AST) -> list[ast.AST]:
@@ -114,3 +140,235 @@ def kernel_work(source: str) -> KernelWork:
             totals[key] += count
     return KernelWork(**totals)
 
+
+# --- phases: what the performance model times ------------------------------------------------
+
+# A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
+# reductions' XBLOCK = 1.
+_STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
+                           re.MULTILINE)
+_SIGNATURE_POINTER = re.compile(r"'(\w+)': '\*(\w+)'")
+_ELEMENT_BYTES = {"fp64": 8, "i64": 8, "u64": 8, "fp32": 4, "i32": 4, "u32": 4, "fp16": 2,
+                  "bf16": 2, "i16": 2, "u16": 2, "fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1,
+                  "i1": 1}
+_AXIS_NAMES = {"xindex": "x", "yindex": "y", "r0_index": "r", "r0_base": "r", "rindex": "r",
+               "rbase": "r"}
+_CONSTRUCTORS = frozenset({"full", "zeros", "arange"})
+_BLOCK_AXES = {"XBLOCK": "x", "YBLOCK": "y", "R0_BLOCK": "r", "RBLOCK": "r"}
+_MODULES = frozenset({"tl", "libdevice", "tl_math", "triton_helpers", "triton", "math"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """One `tl.load` or `tl.store` of a phase."""
+    pointer: str
+    axes: frozenset  # tile axes its index spans: "x", "y", "r"
+    broadcast: bool  # index only through `axis % constant`: a small vector, served from cache
+    element_bytes: int
+    store: bool
+    depth: int  # loads: 1 + the loads its address depends on (a gather: 2); stores: 0
+    unit_axes: frozenset = frozenset()  # axes of the index's unit-stride term
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """Statements of the tile loop that run together: at tile level, or a chunk loop's body."""
+    looped: bool  # the body of a `tl.range` loop over reduction chunks (runs once per chunk)
+    accesses: tuple = ()
+    arithmetic_steps: float = 0.0  # dependent arithmetic ops on the longest per-element chain
+    transcendental_steps: float = 0.0  # libdevice calls on that chain, in expf's
+    reductions: int = 0  # block reductions (cross-warp exchanges), each once per row
+    scans: int = 0  # block scans (serial across chunks)
+
+    @property
+    def axes(self) -> frozenset:
+        return frozenset().union(*[a.axes for a in self.accesses]) if self.accesses else \
+            frozenset("xr" if self.looped else "x")
+
+    @property
+    def transposed(self) -> bool:
+        """Accesses of the same 2D block disagree on their contiguous axis: Triton converts
+        the layout through shared memory (a transpose, a permute)."""
+        return len({a.unit_axes for a in self.accesses if not a.broadcast and a.depth <= 1
+                    and a.unit_axes and len(a.axes) > 1}) > 1
+
+
+def _names(node: ast.AST) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class _PhaseReader:
+    """Walks one kernel's tile loop; `axes`/`broadcast`/`depth` follow index variables and
+    loaded values, `chain` each value's (steps, axes) along its dependency chain."""
+
+    def __init__(self, pointers: dict, reduction: bool) -> None:
+        self.pointers = pointers
+        self.reduction = reduction
+        self.axes: dict = {}
+        self.broadcast: dict = {}
+        self.depth: dict = {}
+        self.chain: dict = {}
+        self.phases: list = []
+
+    def per_element(self, axes: frozenset) -> bool:
+        """A value that exists per tile element (in a reduction: per row and column)."""
+        return "r" in axes if self.reduction else True
+
+    def index_axes(self, node: ast.AST) -> tuple:
+        axes, broadcast = set(), True
+        for name in _names(node):
+            if name in self.axes:
+                axes |= self.axes[name]
+                broadcast = broadcast and self.broadcast.get(name, False)
+        return frozenset(axes), broadcast and bool(axes)
+
+    def unit_axes(self, address: ast.AST) -> frozenset:
+        terms, pending = [], [address]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                pending += [node.left, node.right]
+            else:
+                terms.append(node)
+        return frozenset().union(*[self.axes.get(t.id, frozenset()) for t in terms
+                                   if isinstance(t, ast.Name)])
+
+    def access(self, call: ast.Call, store: bool) -> Access:
+        address = call.args[0]
+        pointers = [n for n in _names(address) if n in self.pointers]
+        axes, broadcast = self.index_axes(address)
+        depth = 0 if store else 1 + max([self.depth.get(n, 0) for n in _names(address)] + [0])
+        size = _ELEMENT_BYTES.get(self.pointers.get(pointers[0], ""), 4) if pointers else 4
+        return Access(pointers[0] if pointers else "", axes, broadcast, size, store, depth,
+                      self.unit_axes(address))
+
+    def value(self, node: ast.AST, phase: dict) -> tuple:
+        """(steps along the chain as (arithmetic, transcendental), axes) of an expression;
+        adds its loads to the phase."""
+        zero = (0.0, 0.0)
+        if isinstance(node, ast.Name):
+            return self.chain.get(node.id, (zero, self.axes.get(node.id, frozenset())))
+        if isinstance(node, ast.Call):
+            name = _call_name(node)
+            if name == "load":
+                phase["accesses"].append(self.access(node, store=False))
+                return zero, self.index_axes(node.args[0])[0]
+            if name == "arange":  # tl.arange(0, R0_BLOCK): the axis of that block
+                return zero, frozenset(_BLOCK_AXES[n] for n in _names(node) if n in _BLOCK_AXES)
+            if name in _CONSTRUCTORS:
+                return zero, frozenset()
+            operands = list(node.args)
+            if isinstance(node.func, ast.Attribute) and not (
+                    isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES):
+                operands.append(node.func.value)  # a method: `tl.load(...).to(tl.float32)`
+            parts = [self.value(a, phase) for a in operands]
+            steps = max([p[0] for p in parts], key=_length, default=zero)
+            axes = frozenset().union(*[p[1] for p in parts]) if parts else frozenset()
+            if name in REDUCTION_CALLS and name != "welford_reduce":
+                return steps, axes - {"r"}
+            if not self.per_element(axes) or name in SCAN_CALLS:
+                return steps, axes
+            if name in TRANSCENDENTAL_CALLS:
+                return (steps[0], steps[1] + TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
+            if name == "welford_reduce":
+                return (steps[0] + WELFORD_STEPS, steps[1]), axes
+            if name in ARITHMETIC_CALLS:
+                return (steps[0] + 1, steps[1]), axes
+            return steps, axes
+        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
+            children = ([node.left, node.right] if isinstance(node, ast.BinOp) else
+                        [node.operand] if isinstance(node, ast.UnaryOp) else
+                        [node.left, *node.comparators] if isinstance(node, ast.Compare) else
+                        list(node.values))
+            parts = [self.value(c, phase) for c in children]
+            steps = max([p[0] for p in parts], key=_length)
+            axes = frozenset().union(*[p[1] for p in parts])
+            if self.per_element(axes):
+                divide = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+                steps = (steps[0] + (DIVIDE_STEPS if divide else 1.0), steps[1])
+            return steps, axes
+        if isinstance(node, (ast.Subscript, ast.Attribute)):
+            return self.value(node.value, phase)
+        if isinstance(node, ast.Tuple):
+            parts = [self.value(e, phase) for e in node.elts]
+            return (max([p[0] for p in parts], key=_length, default=zero),
+                    frozenset().union(*[p[1] for p in parts]) if parts else frozenset())
+        return zero, frozenset()
+
+    def assign(self, statement: ast.Assign, phase: dict) -> None:
+        loads_before = len(phase["accesses"])
+        steps, axes = self.value(statement.value, phase)
+        if not _assigns_a_value(statement, prefixes=("tmp", "_tmp")):
+            steps = (0.0, 0.0)  # index arithmetic: the per-access cost, not the value chain
+        elif not self.per_element(axes):
+            steps = (0.0, 0.0)  # computed once per row: no part of an element's chain
+        elif _length(steps) > _length(phase["chain"]):
+            phase["chain"] = steps
+        counts = _count(statement.value)
+        phase["reductions"] += counts["reductions"]
+        phase["scans"] += counts["scans"]
+        new_loads = phase["accesses"][loads_before:]
+        index_axes, broadcast = self.index_axes(statement.value)
+        depth = max([a.depth for a in new_loads] +
+                    [self.depth.get(n, 0) for n in _names(statement.value)] + [0])
+        value = statement.value
+        modulo = isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) and \
+            isinstance(value.right, ast.Constant)
+        for target in statement.targets:
+            for node in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if not isinstance(node, ast.Name):
+                    continue
+                name = node.id
+                if name in _AXIS_NAMES:
+                    self.axes[name], self.broadcast[name] = frozenset(_AXIS_NAMES[name]), False
+                else:
+                    self.axes[name] = axes | index_axes
+                    self.broadcast[name] = broadcast or modulo
+                self.depth[name] = depth
+                self.chain[name] = (steps, axes)
+
+    def walk(self, statements: list, phase: dict) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.For):
+                inner = {"looped": True, "accesses": [], "chain": (0.0, 0.0), "reductions": 0,
+                         "scans": 0}
+                self.phases.append(inner)
+                self.walk(statement.body, inner)
+            elif isinstance(statement, ast.Assign):
+                self.assign(statement, phase)
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+                    and _call_name(statement.value) == "store" and len(statement.value.args) > 1:
+                steps, axes = self.value(statement.value.args[1], phase)
+                if self.per_element(axes) and _length(steps) > _length(phase["chain"]):
+                    phase["chain"] = steps
+                counts = _count(statement.value.args[1])
+                phase["reductions"] += counts["reductions"]
+                phase["scans"] += counts["scans"]
+                phase["accesses"].append(self.access(statement.value, store=True))
+
+
+def _length(steps: tuple) -> float:
+    return steps[0] + EXP_STEPS * steps[1]
+
+
+def static_blocks(source: str) -> dict[str, int]:
+    """Block sizes the kernel's body fixes itself (not launch parameters)."""
+    return {block: int(size) for block, size in _STATIC_BLOCK.findall(source)}
+
+
+@functools.lru_cache(maxsize=1024)
+def kernel_phases(source: str) -> tuple:
+    """The phases of a generated kernel's tile loop (see the module docstring), from its
+    source: the `@triton.jit` function, with its decorators when the pointer types are to be
+    read from the signature (otherwise every element is taken as 4 bytes)."""
+    pointers = dict(_SIGNATURE_POINTER.findall(source))
+    text = textwrap.dedent(source[source.index("def "):] if "def " in source else source)
+    function = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
+    parameters = {a.arg for a in function.args.args}
+    reader = _PhaseReader(pointers, reduction="r0_numel" in parameters)
+    loop = next((n for n in function.body if isinstance(n, ast.For)), None)
+    top = {"looped": False, "accesses": [], "chain": (0.0, 0.0), "reductions": 0, "scans": 0}
+    reader.phases.append(top)
+    reader.walk(loop.body if loop is not None else function.body, top)
+    return tuple(Phase(p["looped"], tuple(p["accesses"]), p["chain"][0], p["chain"][1],
+                       p["reductions"], p["scans"]) for p in reader.phases)

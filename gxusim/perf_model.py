@@ -1,50 +1,128 @@
 """Performance model: predicted kernel time from the hardware spec, calibrated on a real GPU.
 
-    time = launch_overhead_s + bytes / mem_bandwidth
-           + serial_tiles * (memory_latency_s
-                             + elements_per_thread * (element_issue_s
-                                                      + flops * flop_issue_s
-                                                      + transcendentals * transcendental_issue_s)
-                             + scan_chunks * scan_chunk_s)
+A GXU kernel is grid-capped: each of its programs loops over tiles
+(`for tile in range(program_id, n_tiles, num_programs)`), so a launch takes
 
-`serial_tiles` is the number of tile iterations one program slot runs in sequence:
-waves x tiles_per_program, with waves = ceil(programs / resident programs) and resident
-programs = sm_count x blocks per SM (the occupancy model's, so residency limits show up as
-waves). Why this shape: a program's loop iteration issues its loads and then waits about
-one memory round trip before it can store and move on (a plain loop over tiles is not
-software-pipelined; a looped reduction's inner `tl.range` over chunks is, so its chunks add
-elements, not round trips: on the H200 charging a round trip per chunk over-predicted a
-16-chunk row sum 5x); each thread then works through its share of the tile's elements (all
-chunks) one after another, paying an issue cost per element plus the kernel's arithmetic
-per element (`flops` and `transcendentals`, counted from the kernel's source by
-`gxusim.kernel_work`); a scan's chunks are serial (each waits for the previous chunk's
-carry and a cross-warp exchange), so they cost a fixed step each; and the whole launch is
-bounded by DRAM bandwidth. Under a 32-program cap the per-tile terms dominate, which is why
-bigger tiles spread over more warps win; with one tile per program the bandwidth term does.
+    time = launch_overhead_s + max(serial_tiles * tile_time, bytes_moved / mem_bandwidth)
+
+`serial_tiles` is the tile-loop iterations one program slot runs in sequence (waves x
+tiles_per_program; waves from the occupancy model's resident programs), and the DRAM term
+bounds the whole device (it binds only when many SMs stream at once, as an uncapped grid
+does). A tile is timed *per SM*, roofline-style but additive where the GPU serialises, by
+walking its phases (`gxusim.kernel_work.kernel_phases`: the statements at tile level, and
+the body of each `tl.range` loop over a reduction's chunks):
+
+* **tile-level phase** (a pointwise tile, a persistent reduction's rows):
+  `latency + bytes / SM bandwidth + compute`, where
+  - latency = memory_latency_s x max(1, vector loads per thread / loads_in_flight) x the
+    dependent loads in a row (a gather: 2). A thread keeps only so many 16-byte loads in
+    flight (measured on the H200: ~6); a tile whose threads load more takes several round
+    trips. mul_relu 100M, 2 warps: 4 vector loads per thread 0.56 us/tile, 8 loads 1.10 us;
+    fma3 (three inputs) steps at half the elements per thread.
+  - bytes / SM bandwidth: the tile's loads and stores through one SM (shared by the
+    programs resident on it). mul_relu 100M at 64 elements per thread: 1 warp, 16 KB
+    tiles, 1.2 us per tile; 16 warps, 256 KB tiles, 2.8 us: per tile time grows with the
+    bytes through the SM (fitted ~210 GB/s per SM on top of the round trips). 32 programs
+    on 32 of 132 SMs never reach DRAM bandwidth; a device-wide bytes/bandwidth term
+    cannot see it.
+  - compute = elements per thread x (flop_issue_s x arithmetic steps + transcendental_
+    issue_s x libdevice calls (in expf's)) along the longest per-element dependency chain.
+    One warp per SM sub-partition leaves no other warp to hide latency, so the chain's
+    latency, not the instruction count, sets the pace: tanh_gelu (chain of 7 ops and a
+    tanh) costs 80 ns per element per thread on the H200, exp_sin (exp and sin side by
+    side) ~50 ns although it has more instructions.
+  - plus a layout conversion when the tile's loads and stores disagree on the contiguous
+    axis (transposes, permutes): every tile element goes through the SM's shared memory,
+    layout_convert_s each (a per-SM throughput, so per tile element, not per thread: fits
+    the calibration's permute at 1 to 16 warps, 8.5% against 9.9% per thread element).
+* **looped phase** (a looped reduction's chunk loop, `iterations` = chunks):
+  `smoothmax(memory_latency_s + element_issue_s x W/(W+1) x 4-byte words loaded per
+  thread (all chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads
+  feed the accumulator and are not overlapped with the next chunk's: on the H200 each
+  16-byte load per thread costs 100-250 ns at 2 to 16 warps, about half that with one
+  warp (W/(W+1): its loads queue behind no other warp's), in row sums, amax, softmax and
+  layernorm passes alike, while the chunk's arithmetic (even layernorm's Welford update)
+  hides under it. (Triton does not pipeline these loops: num_stages 1 and 3 time the same.)
+* **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
+  through shared memory); scan_chunk_s per chunk of a block scan (each waits for the
+  previous chunk's carry).
+
+The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max where one
+term dominates, a little above where they compete, differentiable for the fit.
 
 Every coefficient is a spec field (`TERMS`), so the same model predicts a GPU (calibrated:
-`fit` on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers).
+`fit` on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers). The
+plan and the emulator read the same phases from the kernel's source (the emulator adds its
+measured sector traffic, which bounds the DRAM term, and its occupancy with registers and
+shared memory). Facts stored before phases existed, and hand-written kernels whose source
+has no tile loop to read, have no `phases`; they are timed as one tile-level phase built
+from their per-element counts (`_legacy_phase`).
+
+What it does not model (measured on the H200 against the ceiling search, see
+benchmarks/validate_model.py): DRAM address effects (row strides of a power of two: the
+same row-sum config 100 vs 240 ns per vector load by row length), per-config code
+generation (the same kernel at 2 warps x 16 elements 1.8x slower than at 4 x 8 in one
+kernel and not another), register spills of very large chunks.
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-from typing import Callable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .kernel_work import Phase, kernel_phases, static_blocks
 from .spec import HardwareSpec
+
+VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
+SMOOTH_MAX_POWER = 4.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseFacts:
+    """One phase of one launch's tile (see the module docstring)."""
+    iterations: int  # times the phase runs per tile: a looped reduction's chunks, else 1
+    elements: float  # block elements one iteration works on
+    load_bytes: float  # bytes one iteration loads (broadcast vectors excluded: cached)
+    store_bytes: float  # bytes one iteration stores
+    load_depth: int  # loads in a dependent row (0: no loads, 1: plain, 2: a gather)
+    arithmetic_steps: float = 0.0  # per element, along the longest dependency chain
+    transcendental_steps: float = 0.0  # libdevice calls on that chain, in expf's
+    reductions: int = 0  # block reductions per tile (cross-warp exchanges)
+    scans: int = 0  # block scans per iteration
+    transposed: bool = False  # loads and stores disagree on the contiguous axis
+    looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
+
+
+class Phases(list):
+    """A tile's phases: a list, so that facts written to JSON and read back (sweep rows,
+    calibration samples) compare equal to the facts they were made from, but read-only and
+    hashable, as frozen facts need."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple:
+        return (Phases, (list(self),))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("LaunchFacts.phases is read-only")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only  # type: ignore
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchFacts:
     """What the model needs to know about one launch, whoever found it out.
 
-    The launcher derives them from the launch plan and the argument sizes (cuda target,
-    predict-only); the emulator counts them while it runs the kernel (its sector traffic,
-    its occupancy with registers and shared memory, the block elements each tile really
-    issued). Either way `predict_seconds` is the one function that turns them into time.
+    The launcher derives them from the launch plan, the argument sizes and the kernel's
+    source (cuda target, predict-only; `LaunchPlan.facts`); the emulator counts them while
+    it runs the kernel (its sector traffic, its occupancy with registers and shared memory,
+    the block elements each tile really issued). Either way `predict_seconds` is the one
+    function that turns them into time. `phases` (from `launch_phases`) say how a tile
+    spends it; facts without them are timed from the per-element counts alone.
     """
     programs: int
     num_warps: int
@@ -55,9 +133,64 @@ class LaunchFacts:
     flops_per_element: float = 0.0  # arithmetic per tile element (gxusim.kernel_work)
     transcendentals_per_element: float = 0.0
     scan_chunks: int = 0  # serial scan chunks per tile (0: no scan)
+    phases: Sequence = ()  # PhaseFacts of one tile, in program order (a `Phases`)
+
+    def __post_init__(self) -> None:
+        # Facts read back from JSON carry their phases as lists of dicts.
+        object.__setattr__(self, "phases", Phases(
+            p if isinstance(p, PhaseFacts) else PhaseFacts(**p) for p in self.phases or ()))
 
     def elements_per_thread(self, spec: HardwareSpec) -> float:
         return self.tile_elements / (self.num_warps * spec.warp_size)
+
+
+def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
+                  pointer_bytes: Mapping[str, int] | None = None) -> tuple:
+    """The `PhaseFacts` of one tile of a kernel launched with these block sizes (the plan's
+    meta; block sizes the kernel's body fixes win) and reduction chunks per tile (1 unless
+    looped).
+    Element sizes come from the signature in the source's decorator, or `pointer_bytes`
+    (pointer argument name -> bytes per element) when given (the emulator knows them)."""
+    try:
+        phases = kernel_phases(source)
+    except Exception:  # noqa: BLE001 - not a generated kernel's source (a hand-written
+        return ()  # kernel, a test's): timed from the per-element counts alone
+    blocks = {**blocks, **static_blocks(source)}
+    size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1),
+            "r": blocks.get("R0_BLOCK", 1)}
+    block = math.prod(size.values())
+    if pointer_bytes:
+        phases = tuple(dataclasses.replace(phase, accesses=tuple(
+            dataclasses.replace(a, element_bytes=pointer_bytes.get(a.pointer, a.element_bytes))
+            for a in phase.accesses)) for phase in phases)
+    return tuple(_phase_facts(phase, size, block, chunks) for phase in phases)
+
+
+def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int) -> PhaseFacts:
+    def elements(axes: Iterable[str]) -> int:
+        return math.prod(size[a] for a in axes)
+    streamed = [a for a in phase.accesses if not a.broadcast]
+    loads = [a for a in streamed if not a.store]
+    return PhaseFacts(
+        iterations=chunks if phase.looped else 1,
+        elements=block if phase.looped else elements(phase.axes),
+        load_bytes=float(sum(elements(a.axes) * a.element_bytes for a in loads)),
+        store_bytes=float(sum(elements(a.axes) * a.element_bytes for a in streamed if a.store)),
+        load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
+        arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
+        reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
+        looped=phase.looped)
+
+
+def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
+    """Facts without phases (stored before phases existed, or the emulator's counts): one
+    tile-level phase over the whole tile, its traffic the launch's share per tile, every
+    operation on the chain (an upper bound)."""
+    tiles = max(1, facts.programs * max(1, facts.tiles_per_program))
+    per_tile = facts.bytes_moved / tiles
+    return PhaseFacts(1, facts.tile_elements, per_tile / 2, per_tile / 2,
+                      1 if facts.bytes_moved else 0, facts.flops_per_element,
+                      facts.transcendentals_per_element, 0, facts.scan_chunks)
 
 
 def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
@@ -65,49 +198,125 @@ def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
     return math.ceil(facts.programs / resident) * max(1, facts.tiles_per_program)
 
 
+def programs_per_sm(facts: LaunchFacts, spec: HardwareSpec) -> int:
+    """Programs sharing one SM's bandwidth at a time (1 when the grid leaves SMs idle)."""
+    resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
+    return math.ceil(resident / spec.sm_count)
+
+
 @dataclasses.dataclass(frozen=True)
 class Term:
-    """One additive term of the model: a spec field times what the launch needs of it."""
-    field: str  # the spec field holding the coefficient
-    amount: Callable[[LaunchFacts, HardwareSpec], float]  # what the coefficient multiplies
-    inverse: bool = False  # the field holds a rate (bytes/s): the coefficient is 1 / field
-
-    def coefficient(self, spec: HardwareSpec) -> float:
-        value = getattr(spec, self.field)
-        return 1.0 / value if self.inverse else value
-
-    def with_coefficient(self, spec: HardwareSpec, coefficient: float) -> HardwareSpec:
-        if self.inverse and coefficient <= 0:
-            return spec  # a rate the data cannot pin down stays as the spec had it
-        return spec.replace(**{self.field: 1.0 / coefficient if self.inverse else coefficient})
-
-
-def _thread_elements(facts: LaunchFacts, spec: HardwareSpec) -> float:
-    return serial_tiles(facts, spec) * facts.elements_per_thread(spec)
+    """One coefficient of the model: a spec field, and what it is the time of."""
+    field: str
+    meaning: str
+    rate: bool = False  # the field is a rate (bytes/s), its time goes as 1 / field
 
 
 TERMS: tuple[Term, ...] = (
-    Term("launch_overhead_s", lambda facts, spec: 1.0),
-    Term("mem_bandwidth", lambda facts, spec: facts.bytes_moved, inverse=True),
-    Term("memory_latency_s", lambda facts, spec: float(serial_tiles(facts, spec))),
-    Term("element_issue_s", _thread_elements),
-    Term("flop_issue_s", lambda facts, spec: _thread_elements(facts, spec) * facts.flops_per_element),
-    Term("transcendental_issue_s",
-         lambda facts, spec: _thread_elements(facts, spec) * facts.transcendentals_per_element),
-    Term("scan_chunk_s", lambda facts, spec: float(serial_tiles(facts, spec) * facts.scan_chunks)),
+    Term("launch_overhead_s", "one launch"),
+    Term("memory_latency_s", "one memory round trip of a tile (or a chunk loop's first)"),
+    Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip"),
+    Term("sm_bandwidth", "bytes per second through one SM", rate=True),
+    Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
+    Term("flop_issue_s", "per element per thread: one dependent arithmetic step"),
+    Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
+    Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
+    Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
+    Term("scan_chunk_s", "one serial scan chunk"),
+    Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
 )
+
+
+def _smooth_max(*values: float) -> float:
+    peak = max(values)
+    if peak <= 0:
+        return 0.0
+    return peak * sum((v / peak) ** SMOOTH_MAX_POWER for v in values) ** (1 / SMOOTH_MAX_POWER)
+
+
+def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
+                 sharing: int) -> dict[str, float]:
+    """Seconds of one phase per tile, by the spec field that charges them."""
+    threads = facts.num_warps * spec.warp_size
+    per_thread = phase.elements / threads
+    vector_loads = phase.load_bytes / (VECTOR_BYTES * threads)
+    moved = sharing * (phase.load_bytes + phase.store_bytes)
+    bandwidth = moved / spec.sm_bandwidth if spec.sm_bandwidth > 0 else 0.0
+    flops = per_thread * phase.arithmetic_steps * spec.flop_issue_s
+    calls = per_thread * phase.transcendental_steps * spec.transcendental_issue_s
+    terms = dict.fromkeys((t.field for t in TERMS), 0.0)
+    steps = phase.iterations
+    if phase.looped:
+        latency = loads = 0.0
+        if phase.load_depth:
+            latency = spec.memory_latency_s
+            queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
+            loads = spec.element_issue_s * queued * steps * phase.load_bytes / (4 * threads) * \
+                phase.load_depth
+        parts = {"memory_latency_s": latency, "element_issue_s": loads,
+                 "sm_bandwidth": steps * bandwidth, "flop_issue_s": steps * flops,
+                 "transcendental_issue_s": steps * calls}
+        # Three bounds on the chunk loop; the time is their smooth max, shared among the
+        # terms in proportion to their share of it (so the breakdown still sums up).
+        bounds = (latency + loads, steps * bandwidth, steps * (flops + calls))
+        total = _smooth_max(*bounds)
+        weight = sum(b ** SMOOTH_MAX_POWER for b in bounds)
+        for field, seconds in parts.items():
+            bound = bounds[0] if field in ("memory_latency_s", "element_issue_s") else \
+                bounds[1] if field == "sm_bandwidth" else bounds[2]
+            if bound > 0 and weight > 0:
+                terms[field] += total * (bound ** SMOOTH_MAX_POWER / weight) * seconds / bound
+    else:
+        if phase.load_depth:
+            in_flight = max(1.0, spec.loads_in_flight)
+            round_trips = max(1.0, vector_loads / in_flight) if spec.loads_in_flight > 0 \
+                else 1.0
+            latency = spec.memory_latency_s * round_trips * phase.load_depth
+            # the extra round trips are what loads_in_flight charges
+            terms["memory_latency_s"] += spec.memory_latency_s * phase.load_depth
+            terms["loads_in_flight"] += latency - spec.memory_latency_s * phase.load_depth
+        terms["sm_bandwidth"] += bandwidth
+        terms["flop_issue_s"] += flops
+        terms["transcendental_issue_s"] += calls
+    if phase.transposed:  # every tile element through the SM's shared memory
+        terms["layout_convert_s"] += steps * phase.elements * spec.layout_convert_s
+    terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
+    terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s
+    return terms
+
+
+def tile_breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
+    """Seconds of one tile by the spec field that charges them."""
+    phases = facts.phases or (_legacy_phase(facts),)
+    sharing = programs_per_sm(facts, spec)
+    total = dict.fromkeys((t.field for t in TERMS), 0.0)
+    for phase in phases:
+        for field, seconds in _phase_terms(phase, facts, spec, sharing).items():
+            total[field] += seconds
+    return total
+
+
+def breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
+    """Seconds per term (keyed by spec field) of the launch: where the predicted time goes.
+    When DRAM bandwidth bounds the launch, it is all charged to `mem_bandwidth`."""
+    tiles = serial_tiles(facts, spec)
+    per_tile = tile_breakdown(facts, spec)
+    loop = tiles * sum(per_tile.values())
+    dram = facts.bytes_moved / spec.mem_bandwidth
+    terms = {field: tiles * seconds for field, seconds in per_tile.items()}
+    if dram > loop:
+        terms = dict.fromkeys(terms, 0.0)
+        terms["mem_bandwidth"] = dram
+    terms["launch_overhead_s"] = spec.launch_overhead_s
+    return terms
 
 
 def predict_seconds(facts: LaunchFacts, spec: HardwareSpec) -> float:
     """The model's time for one launch on `spec` (the formula in this module's docstring)."""
     if facts.blocks_per_sm <= 0:
         return math.inf  # the program cannot be resident at all
-    return sum(term.coefficient(spec) * term.amount(facts, spec) for term in TERMS)
-
-
-def breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
-    """Seconds per term (keyed by spec field): where the predicted time goes."""
-    return {term.field: term.coefficient(spec) * term.amount(facts, spec) for term in TERMS}
+    loop = serial_tiles(facts, spec) * sum(tile_breakdown(facts, spec).values())
+    return spec.launch_overhead_s + max(loop, facts.bytes_moved / spec.mem_bandwidth)
 
 
 def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
@@ -121,6 +330,8 @@ def residency_limiter(spec: HardwareSpec, num_warps: int) -> str:
     return "max_warps_per_sm" if by_warps < spec.max_blocks_per_sm else "max_blocks_per_sm"
 
 
+# --- calibration -------------------------------------------------------------------------
+
 @dataclasses.dataclass(frozen=True)
 class Fit:
     spec: HardwareSpec  # the input spec with the fitted parameters
@@ -129,42 +340,122 @@ class Fit:
     fitted: tuple[str, ...] = ()  # the spec fields the samples could pin down
 
 
-def _nonnegative_least_squares(columns: np.ndarray, times: np.ndarray,
-                                weights: np.ndarray) -> np.ndarray:
-    """Weighted least squares over non-negative coefficients: the best column subset whose
-    unconstrained solution is non-negative (few columns: exhaustive search is cheap, exact)."""
-    best = None
-    count = columns.shape[1]
-    for size in range(count, 0, -1):
-        for subset in itertools.combinations(range(count), size):
-            a = columns[:, subset] * weights[:, None]
-            solution, *_ = np.linalg.lstsq(a, times * weights, rcond=None)
-            if (solution < 0).any():
-                continue
-            coefficients = np.zeros(count)
-            coefficients[list(subset)] = solution
-            residual = float(np.sum(((columns @ coefficients - times) * weights) ** 2))
-            if best is None or residual < best[0]:
-                best = (residual, coefficients)
-    return best[1]
+HUBER = 0.1  # log-ratio beyond which a sample's pull is capped: ~10% off counts fully
 
 
-def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequence[float]) -> Fit:
-    """Fit every term's coefficient that the samples exercise (a term whose amount is zero in
-    every sample, e.g. scans when no scan was measured, keeps the spec's value)."""
+def _with(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray) -> HardwareSpec:
+    return spec.replace(**{f: float(np.exp(v)) for f, v in zip(fields, logs)})
+
+
+def _log_residuals(spec: HardwareSpec, profiles: Sequence[LaunchFacts],
+                   log_times: np.ndarray) -> np.ndarray:
+    return np.log([predict_seconds(p, spec) for p in profiles]) - log_times
+
+
+def _exercised(spec: HardwareSpec, profiles: Sequence[LaunchFacts], log_times: np.ndarray,
+               fields: Sequence[str]) -> list[str]:
+    """The fields whose value moves some sample's prediction (a term no sample exercises,
+    e.g. scans when no scan was measured, keeps the spec's value)."""
+    base = _log_residuals(spec, profiles, log_times)
+    out = []
+    for field in fields:
+        value = getattr(spec, field)
+        if value <= 0:
+            value = 1e-9 if not field.endswith(("bandwidth", "in_flight")) else 1.0
+            spec = spec.replace(**{field: value})
+            base = _log_residuals(spec, profiles, log_times)
+        moved = _log_residuals(spec.replace(**{field: value * 1.5}), profiles, log_times)
+        if np.max(np.abs(moved - base)) > 1e-4:
+            out.append(field)
+    return out
+
+
+def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequence[float],
+        iterations: int = 200) -> Fit:
+    """Fit every coefficient the samples exercise: minimise the Huber-weighted squared
+    log-ratio of predicted to measured time (relative error: short and long launches count
+    alike, a few configs the model cannot explain do not drag the rest) by Levenberg-
+    Marquardt over the logarithms of the coefficients (so they stay positive), starting
+    from the spec's values. Deterministic; numpy only."""
     if len(profiles) < 4 or len(profiles) != len(measured_s):
         raise ValueError("fit needs at least 4 (profile, measured time) pairs, one time each")
-    times = np.asarray(measured_s, dtype=float)
-    amounts = np.array([[term.amount(p, spec) for term in TERMS] for p in profiles])
-    exercised = [i for i in range(len(TERMS)) if np.any(amounts[:, i] != 0)]
-    # What the unexercised terms contribute stays fixed: fit the rest to what is left.
-    fixed = amounts[:, [i for i in range(len(TERMS)) if i not in exercised]] @ np.array(
-        [TERMS[i].coefficient(spec) for i in range(len(TERMS)) if i not in exercised])
-    # Weighted by 1/measured: the relative error counts, so short and long launches count alike.
-    coefficients = _nonnegative_least_squares(amounts[:, exercised], times - fixed, 1.0 / times)
-    fitted = spec
-    for i, coefficient in zip(exercised, coefficients):
-        fitted = TERMS[i].with_coefficient(fitted, float(coefficient))
-    errors = np.abs(np.array([predict_seconds(p, fitted) for p in profiles]) - times) / times
-    return Fit(fitted, float(np.median(errors)), float(errors.max()),
-               tuple(TERMS[i].field for i in exercised))
+    log_times = np.log(np.asarray(measured_s, dtype=float))
+    fields = _exercised(spec, profiles, log_times, [t.field for t in TERMS])
+    start = spec.replace(**{f: getattr(spec, f) if getattr(spec, f) > 0 else
+                            (1.0 if f.endswith(("bandwidth", "in_flight")) else 1e-9)
+                            for f in fields})
+    if fields:
+        logs = np.log([getattr(start, f) for f in fields])
+        logs = _levenberg_marquardt(start, fields, logs, profiles, log_times, iterations)
+        spec = _with(start, fields, logs)
+        spec = _negligible_to_zero(spec, fields, profiles)
+    errors = np.abs(np.array([predict_seconds(p, spec) for p in profiles]) /
+                    np.exp(log_times) - 1)
+    return Fit(spec, float(np.median(errors)), float(errors.max()), tuple(fields))
+
+
+def _negligible_to_zero(spec: HardwareSpec, fields: Sequence[str],
+                        profiles: Sequence[LaunchFacts]) -> HardwareSpec:
+    """A fitted time coefficient that moves no prediction by 0.1% is written as 0 (the
+    samples say the term is negligible), not as a meaningless 1e-21."""
+    before = np.array([predict_seconds(p, spec) for p in profiles])
+    for field in fields:
+        if any(t.field == field and t.rate for t in TERMS) or field == "loads_in_flight":
+            continue
+        trial = spec.replace(**{field: 0.0})
+        after = np.array([predict_seconds(p, trial) for p in profiles])
+        if np.max(np.abs(after / before - 1)) < 1e-3:
+            spec = trial
+    return spec
+
+
+def _huber_weights(residuals: np.ndarray) -> np.ndarray:
+    size = np.abs(residuals)
+    return np.where(size <= HUBER, 1.0, HUBER / np.maximum(size, 1e-300))
+
+
+def _huber_cost(residuals: np.ndarray) -> float:
+    size = np.abs(residuals)
+    return float(np.sum(np.where(size <= HUBER, size ** 2, 2 * HUBER * size - HUBER ** 2)))
+
+
+def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray,
+                         profiles: Sequence[LaunchFacts], log_times: np.ndarray,
+                         iterations: int) -> np.ndarray:
+    def residuals(point: np.ndarray) -> np.ndarray:
+        return _log_residuals(_with(spec, fields, point), profiles, log_times)
+    current = residuals(logs)
+    cost = _huber_cost(current)
+    damping = 1e-2
+    for _ in range(iterations):
+        jacobian = np.empty((len(current), len(logs)))
+        for j in range(len(logs)):  # forward differences in log space: relative steps
+            shifted = logs.copy()
+            shifted[j] += 1e-4
+            jacobian[:, j] = (residuals(shifted) - current) / 1e-4
+        weights = _huber_weights(current)
+        gradient = jacobian.T @ (weights * current)
+        hessian = jacobian.T @ (jacobian * weights[:, None])
+        for _ in range(30):
+            step = np.linalg.solve(hessian + damping * np.diag(np.diag(hessian) + 1e-12),
+                                   -gradient)
+            step = np.clip(step, -3.0, 3.0)  # at most a factor e^3 per step
+            trial = residuals(logs + step)
+            trial_cost = _huber_cost(trial)
+            if trial_cost < cost:
+                logs, current, cost = logs + step, trial, trial_cost
+                damping = max(damping / 3, 1e-9)
+                break
+            damping *= 4
+        else:
+            break  # no step improves: converged (or stuck), either way done
+        if np.abs(step).max() < 1e-6:
+            break
+    return logs
+
+
+def facts_from_dict(data: Mapping[str, Any]) -> LaunchFacts:
+    """A `LaunchFacts` from its `dataclasses.asdict` form (sweep, calibration and ceiling
+    JSON); unknown keys are ignored, so older files still load."""
+    known = {f.name for f in dataclasses.fields(LaunchFacts)}
+    return LaunchFacts(**{k: v for k, v in data.items() if k in known})

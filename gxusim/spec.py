@@ -36,11 +36,16 @@ class HardwareSpec:
     mem_bandwidth: float  # bytes/s, DRAM
     clock_hz: float
     launch_overhead_s: float
-    memory_latency_s: float = 6e-7  # a tile iteration's DRAM round trip (perf_model.py)
-    element_issue_s: float = 1.5e-8  # a thread's time per element of its tile share
-    flop_issue_s: float = 1.0e-9  # ... and per arithmetic op on each element
-    transcendental_issue_s: float = 8.0e-9  # ... and per transcendental (exp, tanh, ...)
+    # Performance-model coefficients (`perf_model.TERMS` says what each one times).
+    memory_latency_s: float = 6e-7  # one memory round trip of a tile (or a chunk loop's first)
+    element_issue_s: float = 1.5e-8  # looped chunk: per 4 bytes a thread loads
+    flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
+    transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
+    loads_in_flight: float = 5.4  # 16-byte loads a thread keeps in flight per round trip
+    sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
+    layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
+    reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
@@ -67,7 +72,8 @@ _POSITIVE_INTS = (
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s", "flop_issue_s",
-                "transcendental_issue_s", "scan_chunk_s")
+                "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
+                "layout_convert_s", "reduction_s")
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:

@@ -70,13 +70,16 @@ def test_predict_only_plans_any_size_without_running_or_allocating():
 
 
 def test_predict_only_agrees_with_the_plan_of_a_real_run(rows):
-    """The same model, size and policy: predict-only plans exactly what a run launched."""
+    """The same model, size and policy: predict-only plans exactly what a run launched, and
+    the emulator's counted facts carry the same tile phases as the plan's."""
     predicted = sweep.sweep(["add_relu", "row_sum"], ["seed", "gxu"], predict_only=True)
     for real, fake in zip(rows, predicted):
         assert (real["model"], real["policy"]) == (fake["model"], fake["policy"])
         for got, want in zip(fake["kernels"], real["kernels"]):
             assert {k: got[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")} == \
                 {k: want[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")}
+            # the emulator times a run by the same tile phases the plan predicts from
+            assert got["facts"]["phases"] == want["facts"]["phases"] != []
 
 
 def test_a_failed_run_is_a_row_and_the_sweep_goes_on(monkeypatch):

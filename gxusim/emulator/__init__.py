@@ -8,7 +8,8 @@ Modules, one job each, in pipeline order:
   runs), `tile_loop` (which loops iterate over tiles);
 - back end: `planner` (fusion into groups), `emitter` (numba source), `module_cache`
   (source -> loaded module, disk cache), `runtime` (helpers the generated code calls),
-  `dtypes` (Triton dtypes in numba);
+  `tracking` (which programs accessed which elements: recorded in the kernel, merged
+  after it), `dtypes` (Triton dtypes in numba);
 - a launch: `arguments` (binding, buffers), `specialisation` (compile cache),
   `execution` (records, running the grid), `checks` (records -> findings), `occupancy`
   (layout, transactions, registers, occupancy), `analysis` (records -> report and

@@ -52,7 +52,7 @@ def sector_traffic(report: EmulationReport, compiled: Specialisation, arguments:
     (measured on a sample execution; efficiencies go to `report.coalescing`)."""
     outputs, num_warps = records.outputs, report.num_warps
     traffic = 0.0
-    counts = outputs["sites"].sum(axis=0)
+    counts = (outputs["lanes"] - outputs["oob"][:, :, 0]).sum(axis=0)  # lanes that moved data
     for k, site in enumerate(compiled.kir.sites):
         eb = D.itemsize(site.elem)
         eff = 1.0
@@ -81,6 +81,22 @@ def tile_elements(site_runs: np.ndarray, sites: list, tiles: np.ndarray) -> floa
     return best
 
 
+def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
+    """The tile's phases as `perf_model.launch_phases` reads them from the kernel's source,
+    at the block sizes and element sizes of this launch (the same phases the launcher's plan
+    gives the cuda target, so both targets are timed by one formula)."""
+    constants = {name: value for name, (kind, value) in arguments.spec_args.items()
+                 if kind == "const"}
+    blocks = {name: int(constants[name]) for name in ("XBLOCK", "YBLOCK", "R0_BLOCK")
+              if isinstance(constants.get(name), int)}
+    reduced = arguments.scalars.get("r0_numel", constants.get("r0_numel"))
+    chunks = math.ceil(int(reduced) / blocks["R0_BLOCK"]) \
+        if reduced is not None and "R0_BLOCK" in blocks else 1
+    element_bytes = {name: buffer.array.itemsize for name, buffer in arguments.buffers.items()}
+    return perf_model.launch_phases(compiled.kir.sources[0], blocks, max(1, chunks),
+                                    element_bytes)
+
+
 def measure_performance(report: EmulationReport, compiled: Specialisation,
                         arguments: LaunchArguments, records: LaunchRecords, spec: HardwareSpec,
                         n_regs: Optional[int]) -> None:
@@ -96,5 +112,6 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
         programs=programs, num_warps=num_warps,
         tiles_per_program=max(report.tiles_per_program, default=1),
         tile_elements=tile_elements(records.outputs["site_runs"], kir.sites, records.outputs["tiles"]),
-        bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm)
+        bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm,
+        phases=tile_phases(compiled, arguments))
     report.predicted_s = perf_model.predict_seconds(report.facts, spec)

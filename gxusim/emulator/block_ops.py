@@ -8,8 +8,10 @@ a nested body. Folding applies when every operand is a Python number.
 from __future__ import annotations
 
 import ast
+import inspect
 from typing import Any, Callable, Optional
 
+from triton.language import semantic
 from triton.runtime.jit import JITFunction
 
 from . import dtypes as D
@@ -17,6 +19,18 @@ from .ir import Ptr, Reduce, Site, Unsupported, Val
 from .ops import (BINARY_TEMPLATES, MATH, PYTHON_BINARY_OPS, PYTHON_COMPARISONS, broadcast_shapes,
                   is_number, unwrap)
 from .source import KernelFunction
+
+
+
+def _triton_negates_floats() -> bool:
+    """Whether the installed Triton compiles `-x` of a float as a negation (fneg: -(+0.0) is
+    -0.0) rather than as `0 - x` (+0.0), as Triton did before triton-lang/triton#10270 (3.6
+    subtracts, 3.9 negates). The emulator follows the Triton that would compile for the GPU."""
+    minus = getattr(getattr(semantic, "TritonSemantic", semantic), "minus")
+    return "create_fneg" in inspect.getsource(minus)
+
+
+FLOAT_NEGATION_FLIPS_ZERO = _triton_negates_floats()
 
 
 class BlockOps:
@@ -150,6 +164,8 @@ class BlockOps:
         if op is ast.UAdd:
             return x
         if op is ast.USub:
+            if D.is_float(x.dtype) and not FLOAT_NEGATION_FLIPS_ZERO:
+                return self.ew("(0.0 - {0})", [x], x.dtype, [x.dtype])
             return self.ew("(-{0})", [x], x.dtype, [x.dtype])
         if op is ast.Not or (op is ast.Invert and x.dtype == D.BOOL):
             return self.ew("(not {0})", [self.to_bool(x)], D.BOOL, [D.BOOL])

@@ -1,9 +1,9 @@
 """Checks: turn what an emulated launch recorded into `Finding`s.
 
-Inputs are the raw per-program and per-element records of one launch (out-of-bounds
-lanes, first/second writer and reader per storage element, tiles per program); outputs
-are findings with kernel, program, buffer (argument name) and element offset (relative
-to the argument's pointer), in a deterministic order.
+Inputs are the raw records of one launch (out-of-bounds lanes per program and site, the
+merged `tracking.Tracking` facts per storage, tiles per program); outputs are findings
+with kernel, program, buffer (argument name) and element offset (relative to the
+argument's pointer), in a deterministic order.
 """
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import torch
 from ..findings import Finding
 from ..kernel_args import is_output
 from .ir import Site
-from .runtime import merge_tracking
-
+from .tracking import Tracking
 
 
 @dataclasses.dataclass
@@ -28,22 +27,6 @@ class Buffer:
     array: np.ndarray  # the whole storage, flat, in the kernel's element type
     base: int  # storage offset of the argument's first element
     alias: int  # alias class: arguments sharing storage and dtype
-
-
-@dataclasses.dataclass
-class Tracking:
-    """Per alias class: per-thread first/second writers and (if needed) readers; after the
-    launch, `merge` fills `written` (any program stored the element) and the summary."""
-    w1: np.ndarray
-    w2: np.ndarray
-    r1: np.ndarray
-    r2: np.ndarray
-    written: Optional[np.ndarray] = None
-    summary: Optional[np.ndarray] = None
-
-    def merge(self) -> None:
-        self.written = np.empty(self.w1.shape[1], np.bool_)
-        self.summary = merge_tracking(self.w1, self.w2, self.r1, self.r2, self.written)
 
 
 def out_of_bounds(kernel: str, oob: np.ndarray, sites: list[Site], buffers: dict) -> list[Finding]:
@@ -92,14 +75,15 @@ def conflicts_and_races(kernel: str, tracking: dict, buffers: dict, stored: list
     return found
 
 
-def _missing(t: torch.Tensor, written: np.ndarray) -> tuple[int, int, int]:
-    """(unwritten elements of the tensor view, their total, storage index of the first)."""
+def _missing(t: torch.Tensor, rec: Optional[Tracking]) -> tuple[int, int, int]:
+    """(unwritten elements of the tensor view, their total, storage index of the first);
+    `rec`: the records of its storage, None when nothing stored to it."""
     if t.is_contiguous():
-        start = t.storage_offset()
-        part = written[start:start + t.numel()]
-        count = t.numel() - int(np.count_nonzero(part))
-        return count, t.numel(), start + int(np.argmin(part)) if count else -1
+        start, numel = t.storage_offset(), t.numel()
+        count, first = rec.unwritten(start, start + numel) if rec is not None else (numel, start)
+        return count, numel, first if count else -1
     n = t.untyped_storage().nbytes() // t.element_size()
+    written = rec.written if rec is not None else np.zeros(n, np.bool_)
     positions = torch.arange(n).as_strided(t.size(), t.stride(), t.storage_offset()).reshape(-1).numpy()
     missing = ~written[positions]
     count = int(missing.sum())
@@ -122,9 +106,7 @@ def uncovered(kernel: str, tracking: dict, buffers: dict, stored: list[str],
     outputs = [n for n in outputs if n not in accumulated]
     for name in outputs:
         buf = buffers[name]
-        rec = tracking.get(buf.alias)
-        written = rec.written if rec is not None else np.zeros(buf.array.shape[0], np.bool_)
-        count, total, first = _missing(buf.tensor, written)
+        count, total, first = _missing(buf.tensor, tracking.get(buf.alias))
         if count == 0 or (not compiler_generated and count == total):
             continue
         offset = first - buf.base

@@ -8,10 +8,21 @@ a later group, a reduction or a view reads them.
 
 Every memory access is guarded: a masked-off lane does nothing, an unmasked lane outside
 the argument's storage is recorded (program, site, offset) and skipped. Per program and
-access site the code counts the executions (`site_runs`) and the lanes that moved data
-(`sites`). With checks on, each store (and each load of a stored-to storage) records the
-first two distinct programs per element in per-thread arrays, which
-`runtime.merge_tracking` combines exactly afterwards, so the parallel run stays race-free.
+access site the code counts the executions (`site_runs`) and the lanes whose mask held
+(`lanes`; less the out-of-bounds ones, the lanes that moved data), with one counter per
+distinct mask of a group and none for an unmasked site. With checks on, each store (and
+each load of a stored-to storage) is tracked per thread (`tracking`): a run of
+consecutive elements per site execution, logged as an interval, or per element when the
+lanes are not consecutive; `Tracking.merge` turns the records into exact facts
+afterwards, so the parallel run stays race-free.
+
+A group execution runs one of two block loops: the dense loop (a cheap pass over the
+addresses proved every lane masked in, in bounds and at consecutive elements: memory is
+accessed directly, the runs are the whole block), or the general loop with every guard
+above, which also samples the lanes' offsets and masks for the coalescing model in
+program 0's first execution of each site. The dense loop has no branches, so LLVM
+vectorises it; for that it computes tanh by an estimate that knows where it may be off
+(SPECULATIVE_MATH), and an execution unsure of a lane runs again in the general loop.
 """
 from __future__ import annotations
 
@@ -22,10 +33,33 @@ from typing import Any, Optional
 from . import dtypes as D
 from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, walk
 from .module_cache import runtime_hash
-from .planner import Group, Planner
+from .ops import MATH
+from .planner import Group, Planner, base_reads
+from .tracking import LOAD, NO_RUN, PER_ELEMENT, STORE
 
 # The per-launch record arrays every generated kernel takes last, in this order.
-RECORD_PARAMS = ("tiles", "oob", "sites", "site_runs", "samp_off", "samp_mask", "samp_flag")
+RECORD_PARAMS = ("tiles", "oob", "lanes", "site_runs", "samp_off", "samp_mask", "samp_flag")
+# With checks on, per tracked pointer argument: its alias class's `tracking.Tracking`
+# arrays, one row per thread.
+TRACKING_PARAMS = ("w1", "w2", "r1", "r2", "state", "log")
+
+
+@dataclasses.dataclass
+class SiteVars:
+    """The generated code's variables for one access site in one group execution."""
+    lanes: Optional[str]  # counts lanes whose mask held; shared by the group's sites with that mask
+    counts_lanes: bool  # this site's access does the counting (the first site with its mask)
+    sample: str  # true when this execution samples the site's offsets and masks
+    run: str  # prefix of the site's run variables (tracking)
+    start: str  # the dense loop's storage element of the site's lane 0 (see `dense_check`)
+
+
+# The kinds of block loop a group execution may run (see `Emitter.dense_or_general_loop`).
+GENERAL, DENSE = "general", "dense"
+# Math whose dense-loop form is a vectorisable estimate with a per-lane check (float32
+# operands): template -> (estimate, unsure). Exact where the check is sure; see
+# `Emitter.dense_or_general_loop` for what happens where it is not.
+SPECULATIVE_MATH = {MATH["tanh"][0]: ("_tanh_fast({0})", "_tanh_unsure({0})")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +82,9 @@ class Emitter:
         self.units = self.planner.plan(kir.body)
         self.arrays: dict[int, Val] = {}
         self.has_tile_loop = any(isinstance(s, Loop) and s.counts_tiles for s in walk(self.units))
+        self.loop_kind = GENERAL  # the kind of block loop being written
+        self.unsure = None  # in a speculative dense loop: the variable its estimates set when unsure
+        self.program_locals: list[str] = []  # initialisations at the top of `_program`
         self.tmp = 0
 
     # ---------------------------------------------------------------- naming and reads
@@ -135,19 +172,69 @@ class Emitter:
             self.w(depth + 1, "tiles[p] += 1")
         self.units_code(loop.body, depth + 1)
 
+    @staticmethod
+    def site_of(s: Any) -> int:
+        return s.site if isinstance(s, Store) else s.attrs["site"]
+
+    @staticmethod
+    def mask_of(s: Any) -> Optional[Val]:
+        return s.mask if isinstance(s, Store) else s.args[1]
+
+    @staticmethod
+    def offset_of(s: Any) -> Val:
+        return s.offset if isinstance(s, Store) else s.args[0]
+
+    @staticmethod
+    def base_of(s: Any) -> str:
+        return s.base if isinstance(s, Store) else s.attrs["base"]
+
+    def site_vars(self, sites: list, depth: int) -> dict:
+        """Site id -> `SiteVars`, initialised before the group's block loop."""
+        out, mask_counters = {}, {}
+        for s in sites:
+            k, mask = self.site_of(s), self.mask_of(s)
+            first_with_mask = mask is not None and mask.id not in mask_counters
+            if first_with_mask:
+                mask_counters[mask.id] = self.fresh("cnt")
+                self.w(depth, f"{mask_counters[mask.id]} = 0")
+            sv = SiteVars(mask_counters.get(mask.id) if mask is not None else None, first_with_mask,
+                          self.fresh("smp"), self.fresh("run"), self.fresh("k"))
+            if self.layout.checks:
+                self.w(depth, f"{sv.sample} = p == 0 and samp_flag[{k}] == 0")
+            if self.tracked(s):
+                base = self.tracked(s)[0]
+                # a thread already recording per element records this execution so too
+                self.w(depth, f"{self.run_vars(sv.run)} = -1, "
+                              f"({NO_RUN} if state_{base}[0] >= 0 else {PER_ELEMENT})")
+            out[k] = sv
+        return out
+
     def group_code(self, g: Group, depth: int) -> None:
         for s in g.pre:
             self.item_code(s, g, [], depth, {})
         sites = [s for s in g.items if isinstance(s, Store) or (isinstance(s, Val) and s.op == "load")]
-        counters = {}
-        for s in sites:
-            k = s.site if isinstance(s, Store) else s.attrs["site"]
-            counters[k] = (self.fresh("cnt"), self.fresh("smp"))
-            self.w(depth, f"{counters[k][0]} = 0")
-            if self.layout.checks:
-                self.w(depth, f"{counters[k][1]} = p == 0 and samp_flag[{k}] == 0")
+        site_vars = self.site_vars(sites, depth)
         if any(isinstance(s, Store) for s in sites) and not self.has_tile_loop:
             self.w(depth, "tiles[p] = 1")
+        if g.shape and sites:
+            self.dense_or_general_loop(g, sites, depth, site_vars)
+        else:
+            self.block_loop(g, depth, site_vars, GENERAL)
+        for s in sites:
+            k = self.site_of(s)
+            sv = site_vars[k]
+            self.w(depth, f"lanes[p, {k}] += {sv.lanes or math.prod(g.shape)}")
+            self.w(depth, f"site_runs[p, {k}] += 1")
+            if self.layout.checks:
+                self.w(depth, f"if {sv.sample}:")
+                self.w(depth + 1, f"samp_flag[{k}] = 1")
+            if self.tracked(s):
+                base, kind = self.tracked(s)
+                self.w(depth, f"_end_run({self.run_vars(sv.run)}, pp, {kind}, {self.tracking_args(base)})")
+
+    def lane_loops(self, g: Group, depth: int) -> tuple[list, int]:
+        """Opens the loop nest over the group's block elements (flat index `f`); returns
+        (the loop variables, the depth inside)."""
         idx = []
         for size in g.shape:
             i = self.fresh("i")
@@ -156,16 +243,124 @@ class Emitter:
         inner = depth + len(idx)
         if g.shape:
             self.w(inner, f"f = {self.flat(g.shape, idx)}")
-        for s in g.items:
-            self.item_code(s, g, idx, inner, counters)
-        for k, (cnt, smp) in counters.items():
-            self.w(depth, f"sites[p, {k}] += {cnt}")
-            self.w(depth, f"site_runs[p, {k}] += 1")
-            if self.layout.checks:
-                self.w(depth, f"if {smp}:")
-                self.w(depth + 1, f"samp_flag[{k}] = 1")
+        return idx, inner
 
-    def item_code(self, s: Any, g: Group, idx: list, d: int, counters: dict) -> None:
+    def block_loop(self, g: Group, depth: int, site_vars: dict, kind: str) -> None:
+        """The scalar loop nest over the group's block elements, GENERAL or DENSE."""
+        self.loop_kind = kind
+        idx, inner = self.lane_loops(g, depth)
+        for s in g.items:
+            self.item_code(s, g, idx, inner, site_vars)
+        self.loop_kind = GENERAL
+
+    def speculative(self, s: Any) -> bool:
+        """Whether the dense loop computes this value by a vectorisable estimate."""
+        return isinstance(s, Val) and s.op == "ew" and s.attrs["tmpl"] in SPECULATIVE_MATH and \
+            D.COMPUTE[s.attrs["cdts"][0]] == "np.float32"
+
+    @staticmethod
+    def can_rerun(g: Group) -> bool:
+        """Whether running the group's block loop twice in one execution changes nothing:
+        it updates no loop-carried value and adds nothing atomically (its stores do not
+        touch what it loads: the planner splits groups there)."""
+        return not any(isinstance(s, PhiSet) or (isinstance(s, Store) and s.atomic_add) for s in g.items)
+
+    def dense_or_general_loop(self, g: Group, sites: list, depth: int, site_vars: dict) -> None:
+        """The dense loop when this execution's accesses prove dense and it samples none
+        of them, else the general one. A dense loop that estimates some values
+        (SPECULATIVE_MATH) and is unsure of one is not kept: the execution runs again in
+        the general loop, which is exact."""
+        dense = self.dense_check(g, sites, depth, site_vars)
+        if dense is None:
+            self.block_loop(g, depth, site_vars, GENERAL)
+            return
+        speculate = self.can_rerun(g) and any(map(self.speculative, g.items))
+        self.w(depth, f"if {dense}:")
+        if speculate:
+            self.unsure = self.fresh("unsure")
+            self.w(depth + 1, f"{self.unsure} = False")
+        self.block_loop(g, depth + 1, site_vars, DENSE)
+        if speculate:
+            self.w(depth + 1, f"{dense} = not {self.unsure}")
+            self.unsure = None
+        numel = math.prod(g.shape)
+        self.w(depth, f"if {dense}:")
+        body = len(self.lines)
+        for s in sites:
+            sv = site_vars[self.site_of(s)]
+            if sv.counts_lanes:
+                self.w(depth + 1, f"{sv.lanes} = {numel}")
+            if self.tracked(s):
+                self.w(depth + 1, f"{self.run_vars(sv.run)} = {sv.start}, {sv.start} + {numel}")
+        if len(self.lines) == body:
+            self.w(depth + 1, "pass")
+        self.w(depth, "else:")
+        self.block_loop(g, depth + 1, site_vars, GENERAL)
+
+    def address_slice(self, g: Group, roots: list) -> Optional[set]:
+        """Ids of the group's values that the roots (offsets, masks) are computed from;
+        None when one is a load (the addresses depend on data)."""
+        needed, stack = set(), list(roots)
+        while stack:
+            for b, _ in base_reads(stack.pop()):
+                if b.id in g.defined and b.id not in needed:
+                    if b.op == "load":
+                        return None
+                    needed.add(b.id)
+                    stack.extend(a for a in b.args if a is not None)
+        return needed
+
+    def dense_check(self, g: Group, sites: list, depth: int, site_vars: dict) -> Optional[str]:
+        """Writes a vectorisable pass over the lanes computing only the addresses, and
+        returns the name of a condition that holds when every site of this execution is
+        dense: all lanes masked in, lane f at offset (lane 0's) + f, all in bounds. The
+        dense loop then accesses memory directly: nothing to guard, count or record per
+        lane, and its runs are the whole block. None when the addresses depend on loads.
+        Once a program finds the group not dense it stops checking (a tail tile comes
+        last; a strided 2D block is never dense), so the pass costs little where it fails."""
+        offsets = {self.offset_of(s).id: self.offset_of(s) for s in sites}
+        masks = {m.id: m for m in map(self.mask_of, sites) if m is not None}
+        needed = self.address_slice(g, list(offsets.values()) + list(masks.values()))
+        if needed is None:
+            return None
+        dense, addresses_dense = self.fresh("dense"), self.fresh("trydense")
+        self.program_locals.append(f"{addresses_dense} = True")
+        self.w(depth, f"{dense} = False")
+        for s in sites:
+            self.w(depth, f"{site_vars[self.site_of(s)].start} = 0")
+        self.w(depth, f"if {addresses_dense}:")
+        depth += 1
+        # lanes are consecutive iff the residue offset - f is the same on every lane, i.e.
+        # iff its AND and its OR over the lanes agree (then both are lane 0's offset)
+        residue = {vid: (self.fresh("dand"), self.fresh("dor")) for vid in offsets}
+        all_in = self.fresh("allin")
+        for d_and, d_or in residue.values():
+            self.w(depth, f"{d_and}, {d_or} = -1, 0")
+        self.w(depth, f"{all_in} = True")
+        idx, inner = self.lane_loops(g, depth)
+        for s in g.items:
+            if isinstance(s, Val) and s.id in needed:
+                self.ew_code(s, g, idx, inner)
+        for vid, v in offsets.items():
+            d = self.fresh("d")
+            self.w(inner, f"{d} = np.int64({self.operand(v, v.dtype, idx, g)}) - f")
+            self.w(inner, f"{residue[vid][0]} &= {d}")
+            self.w(inner, f"{residue[vid][1]} |= {d}")
+        for m in masks.values():
+            self.w(inner, f"{all_in} &= {self.operand(m, D.BOOL, idx, g)}")
+        numel = math.prod(g.shape)
+        terms = [all_in] + [f"{d_and} == {d_or}" for d_and, d_or in residue.values()]
+        for s in sites:
+            sv, base = site_vars[self.site_of(s)], self.base_of(s)
+            self.w(depth, f"{sv.start} = {residue[self.offset_of(s).id][0]} + o_{base}")
+            terms += [f"{sv.start} >= 0", f"{sv.start} + {numel} <= n_{base}"]
+        self.w(depth, f"{addresses_dense} = {' and '.join(terms)}")
+        # the sampling execution takes the general loop, which samples
+        samples = [f"not {site_vars[self.site_of(s)].sample}" for s in sites] if self.layout.checks else []
+        self.w(depth, f"{dense} = {' and '.join([addresses_dense] + samples)}")
+        return dense
+
+    def item_code(self, s: Any, g: Group, idx: list, d: int, site_vars: dict) -> None:
         flat = "f" if idx else "0"
         if isinstance(s, PhiSet):
             value = self.operand(s.src, s.phi.dtype, idx, g)
@@ -176,25 +371,34 @@ class Emitter:
                 self.w(d, f"a{s.phi.id}[{flat}] = {value}")
             return
         if isinstance(s, Store):
-            self.store_code(s, g, idx, d, counters[s.site])
+            self.store_code(s, g, idx, d, site_vars[self.site_of(s)])
             return
         if s.op == "load":
-            self.load_code(s, g, idx, d, counters[s.attrs["site"]])
+            self.load_code(s, g, idx, d, site_vars[self.site_of(s)])
         else:
-            cdts = s.attrs["cdts"]
-            expr = s.attrs["tmpl"].format(*(self.operand(a, c, idx, g) for a, c in zip(s.args, cdts)))
-            self.w(d, f"{self.name(s)} = {D.normalize(expr, s.dtype)}")
+            self.ew_code(s, g, idx, d)
         if s.id in self.planner.materialize:
             self.arrays[s.id] = s
             self.w(d, f"a{s.id}[{flat}] = {self.name(s)}")
 
+    def ew_code(self, s: Val, g: Group, idx: list, d: int) -> None:
+        cdts = s.attrs["cdts"]
+        operands = [self.operand(a, c, idx, g) for a, c in zip(s.args, cdts)]
+        template = s.attrs["tmpl"]
+        if self.unsure is not None and self.speculative(s):
+            template, unsure = SPECULATIVE_MATH[template]
+            self.w(d, f"{self.unsure} |= {unsure.format(*operands)}")
+        self.w(d, f"{self.name(s)} = {D.normalize(template.format(*operands), s.dtype)}")
+
     def access_prologue(self, offset: Val, mask: Optional[Val], site: int, g: Group, idx: list,
-                        d: int, smp: str) -> tuple[str, str, int]:
+                        d: int, sv: SiteVars) -> tuple[str, str, int]:
         o, m = self.fresh("o"), self.fresh("m")
         self.w(d, f"{o} = np.int64({self.operand(offset, offset.dtype, idx, g)})")
         self.w(d, f"{m} = {self.operand(mask, D.BOOL, idx, g) if mask is not None else 'True'}")
+        if sv.counts_lanes:
+            self.w(d, f"{sv.lanes} += {m}")
         if self.layout.checks and idx:
-            self.w(d, f"if {smp}:")
+            self.w(d, f"if {sv.sample}:")
             self.w(d + 1, f"samp_off[{site}, f] = {o}")
             self.w(d + 1, f"samp_mask[{site}, f] = {m}")
         self.w(d, f"if {m}:")
@@ -206,28 +410,54 @@ class Emitter:
         self.w(d + 1, f"oob[p, {site}, 1] = {o}")
         self.w(d, f"oob[p, {site}, 0] += 1")
 
-    def record(self, d: int, first: str, second: str, ob: str) -> None:
-        # first two distinct programs per element (programs arrive in increasing order)
-        self.w(d, f"prev = {first}[{ob}]")
-        self.w(d, "if prev == -1:")
-        self.w(d + 1, f"{first}[{ob}] = pp")
-        self.w(d, f"elif prev != pp and {second}[{ob}] == -1:")
-        self.w(d + 1, f"{second}[{ob}] = pp")
+    def tracked(self, s: Any) -> Optional[tuple[str, int]]:
+        """(base, STORE or LOAD) when checks track this access site's elements, else None."""
+        if not self.layout.checks:
+            return None
+        if isinstance(s, Store):
+            return None if s.atomic_add else (s.base, STORE)  # atomics may share elements by design
+        base = self.base_of(s)
+        return (base, LOAD) if base in self.layout.track_reads else None
 
-    def load_code(self, v: Val, g: Group, idx: list, d: int, counter: tuple) -> None:
+    @staticmethod
+    def run_vars(run: str) -> str:
+        return f"{run}_lo, {run}_nx"
+
+    @staticmethod
+    def tracking_args(base: str) -> str:
+        return ", ".join(f"{kind}_{base}" for kind in TRACKING_PARAMS)
+
+    def track(self, d: int, s: Any, ob: str, run: str) -> None:
+        # the common cases inline (the run grows; the thread records per element), the
+        # rest (a run starts or breaks) in `tracking._break_run`
+        base, kind = self.tracked(s)
+        rows = f"w1_{base}, w2_{base}" if kind == STORE else f"r1_{base}, r2_{base}"
+        self.w(d, f"if {ob} == {run}_nx:")
+        self.w(d + 1, f"{run}_nx += 1")
+        self.w(d, f"elif {run}_nx == {PER_ELEMENT}:")
+        self.w(d + 1, f"_record({rows}, {ob}, pp)")
+        self.w(d, "else:")
+        self.w(d + 1, f"{self.run_vars(run)} = _break_run({ob}, pp, {self.run_vars(run)}, {kind}, "
+                      f"{self.tracking_args(base)})")
+
+    @staticmethod
+    def loaded(raw: str, dtype: str) -> str:
+        return {"fp16": f"_h2f({raw})", "bf16": f"_bf2f({raw})"}.get(dtype, raw)
+
+    def load_code(self, v: Val, g: Group, idx: list, d: int, sv: SiteVars) -> None:
         base, site = v.attrs["base"], v.attrs["site"]
-        offset, mask, other = v.args
-        o, m, d1 = self.access_prologue(offset, mask, site, g, idx, d, counter[1])
         name = self.name(v)
+        if self.loop_kind == DENSE:
+            self.w(d, f"{name} = {self.loaded(f'b_{base}[{sv.start} + f]', v.dtype)}")
+            return
+        offset, mask, other = v.args
+        o, m, d1 = self.access_prologue(offset, mask, site, g, idx, d, sv)
         ob = self.fresh("ob")
         self.w(d1, f"{ob} = {o} + o_{base}")
         self.w(d1, f"if {ob} >= 0 and {ob} < n_{base}:")
-        raw = f"b_{base}[{ob}]"
-        loaded = {"fp16": f"_h2f({raw})", "bf16": f"_bf2f({raw})"}.get(v.dtype, raw)
-        self.w(d1 + 1, f"{name} = {loaded}")
-        self.w(d1 + 1, f"{counter[0]} += 1")
-        if self.layout.checks and base in self.layout.track_reads:
-            self.record(d1 + 1, f"r1_{base}", f"r2_{base}", ob)
+        self.w(d1 + 1, f"{name} = {self.loaded(f'b_{base}[{ob}]', v.dtype)}")
+        if self.tracked(v):
+            self.track(d1 + 1, v, ob, sv.run)
         self.w(d1, "else:")
         self.w(d1 + 1, f"{name} = {D.literal(0, v.dtype)}")
         self.oob_code(d1 + 1, site, o)
@@ -235,21 +465,26 @@ class Emitter:
         fill = self.operand(other, v.dtype, idx, g) if other is not None else D.literal(0, v.dtype)
         self.w(d + 1, f"{name} = {fill}")
 
-    def store_code(self, s: Store, g: Group, idx: list, d: int, counter: tuple) -> None:
-        o, m, d1 = self.access_prologue(s.offset, s.mask, s.site, g, idx, d, counter[1])
-        ob = self.fresh("ob")
+    def stored(self, s: Store, element: str, idx: list, g: Group) -> str:
+        """The value a store writes at `element`, in the storage's representation."""
         value = self.operand(s.value, s.elem, idx, g)
         if s.atomic_add:
-            raw = f"b_{s.base}[{ob}]"
-            old = {"fp16": f"_h2f({raw})", "bf16": f"_bf2f({raw})"}.get(s.elem, raw)
-            value = D.normalize(f"{old} + {value}", s.elem)
-        stored = {"fp16": f"_f2h({value})", "bf16": f"_f2bf({value})"}.get(s.elem, value)
+            value = D.normalize(f"{self.loaded(f'b_{s.base}[{element}]', s.elem)} + {value}", s.elem)
+        return {"fp16": f"_f2h({value})", "bf16": f"_f2bf({value})"}.get(s.elem, value)
+
+    def store_code(self, s: Store, g: Group, idx: list, d: int, sv: SiteVars) -> None:
+        if self.loop_kind == DENSE:
+            element = f"{sv.start} + f"
+            self.w(d, f"b_{s.base}[{element}] = {self.stored(s, element, idx, g)}")
+            return
+        o, m, d1 = self.access_prologue(s.offset, s.mask, s.site, g, idx, d, sv)
+        ob = self.fresh("ob")
+        stored = self.stored(s, ob, idx, g)
         self.w(d1, f"{ob} = {o} + o_{s.base}")
         self.w(d1, f"if {ob} >= 0 and {ob} < n_{s.base}:")
         self.w(d1 + 1, f"b_{s.base}[{ob}] = {stored}")
-        self.w(d1 + 1, f"{counter[0]} += 1")
-        if self.layout.checks and not s.atomic_add:  # atomics may share elements by design
-            self.record(d1 + 1, f"w1_{s.base}", f"w2_{s.base}", ob)
+        if self.tracked(s):
+            self.track(d1 + 1, s, ob, sv.run)
         self.w(d1, "else:")
         self.oob_code(d1 + 1, s.site, o)
 
@@ -342,16 +577,14 @@ class Emitter:
                 out.append(("scalar", name))
         if self.layout.checks:
             for name in self.kir.arg_names:
-                if name in self.kir.stored:
-                    out += [("w1", name), ("w2", name)]
-                if name in self.layout.track_reads:
-                    out += [("r1", name), ("r2", name)]
+                if name in self.kir.stored or name in self.layout.track_reads:
+                    out += [(kind, name) for kind in TRACKING_PARAMS]
         return out + [(kind, "") for kind in RECORD_PARAMS]
 
     @staticmethod
     def param_name(kind: str, arg: str) -> str:
-        prefix = {"buf": "b_", "base": "o_", "size": "n_", "scalar": "s_", "w1": "w1_", "w2": "w2_",
-                  "r1": "r1_", "r2": "r2_"}
+        prefix = {"buf": "b_", "base": "o_", "size": "n_", "scalar": "s_",
+                  **{k: f"{k}_" for k in TRACKING_PARAMS}}
         return f"{prefix[kind]}{arg}" if kind in prefix else kind
 
     def module(self) -> str:
@@ -361,13 +594,13 @@ class Emitter:
         self.lines = self.lines[:body_start]
         params = self.params()
         names = [self.param_name(k, a) for k, a in params]
-        per_thread = {"w1", "w2", "r1", "r2"}
-        program_args = [f"{n}[c]" if k in per_thread else n for (k, a), n in zip(params, names)]
+        program_args = [f"{n}[c]" if k in TRACKING_PARAMS else n for (k, a), n in zip(params, names)]
         pdt = self.layout.program_dtype
         head = [
             f"# gxusim emulator: kernel {self.kir.name}; runtime {runtime_hash()}",
             "from numba import njit, prange",
             "from gxusim.emulator.runtime import *",
+            "from gxusim.emulator.tracking import *",
             "",
             "",
             "@njit(cache=True, error_model='numpy', nogil=True)",
@@ -378,6 +611,7 @@ class Emitter:
         ]
         for v in sorted(self.arrays.values(), key=lambda v: v.id):
             head.append(f"    a{v.id} = np.empty({math.prod(v.shape)}, {D.COMPUTE[v.dtype]})")
+        head += [f"    {line}" for line in self.program_locals]
         launch = [
             "",
             "",

@@ -11,8 +11,9 @@ import numpy as np
 
 from . import dtypes as D
 from .arguments import LaunchArguments
-from .checks import Tracking
+from .emitter import TRACKING_PARAMS
 from .specialisation import Specialisation
+from .tracking import Tracking
 
 
 @dataclasses.dataclass
@@ -20,7 +21,7 @@ class LaunchRecords:
     """What the generated code writes while it runs (see `emitter.RECORD_PARAMS`)."""
     threads: int
     tracking: dict  # alias class -> Tracking (checks on only)
-    outputs: dict  # record name -> array: tiles, oob, sites, site_runs, samp_*
+    outputs: dict  # record name -> array: tiles, oob, lanes, site_runs, samp_*
 
 
 def allocate_records(compiled: Specialisation, arguments: LaunchArguments,
@@ -35,18 +36,14 @@ def allocate_records(compiled: Specialisation, arguments: LaunchArguments,
         for n in kir.stored:
             alias = buffers[n].alias
             if alias not in tracking:
-                size = buffers[n].array.shape[0]
                 reads = any(buffers[m].alias == alias for m in layout.track_reads)
-                shape_r = (threads, size) if reads else (threads, 0)
-                tracking[alias] = Tracking(np.full((threads, size), -1, pdt),
-                                           np.full((threads, size), -1, pdt),
-                                           np.full(shape_r, -1, pdt), np.full(shape_r, -1, pdt))
+                tracking[alias] = Tracking.allocate(threads, buffers[n].array.shape[0], reads, pdt)
     nsites = max(1, len(kir.sites))
     max_block = max((math.prod(s.shape) for s in kir.sites), default=1)
     outputs = {
         "tiles": np.zeros(programs, np.int64),
         "oob": np.zeros((programs, nsites, 2), np.int64),
-        "sites": np.zeros((programs, nsites), np.int64),
+        "lanes": np.zeros((programs, nsites), np.int64),
         "site_runs": np.zeros((programs, nsites), np.int64),
         "samp_off": np.zeros((nsites, max_block), np.int64),
         "samp_mask": np.zeros((nsites, max_block), np.bool_),
@@ -69,7 +66,7 @@ def parameter_values(compiled: Specialisation, arguments: LaunchArguments,
             values.append(np.int64(buffers[name].array.shape[0]))
         elif kind == "scalar":
             values.append(arguments.scalars[name])
-        elif kind in ("w1", "w2", "r1", "r2"):
+        elif kind in TRACKING_PARAMS:
             values.append(getattr(records.tracking[buffers[name].alias], kind))
         else:
             values.append(records.outputs[kind])

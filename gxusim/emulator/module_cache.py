@@ -18,7 +18,7 @@ from typing import Any
 
 from ..cache import cache_dir, write_atomic
 
-RUNTIME_FILES = ("runtime.py", "emitter.py", "planner.py", "dtypes.py")
+RUNTIME_FILES = ("runtime.py", "tracking.py", "emitter.py", "planner.py", "dtypes.py")
 
 
 def runtime_hash() -> str:

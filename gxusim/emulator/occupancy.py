@@ -28,6 +28,7 @@ reductions) for the register and shared-memory estimates above.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from typing import Optional
 
@@ -92,9 +93,31 @@ def idle_lane_fraction(shape: tuple, num_warps: int, warp_size: int) -> float:
     return max(0.0, 1.0 - math.prod(shape) / threads) if shape else 1.0 - 1.0 / threads
 
 
+# Memo of `sector_efficiency`: sweeps launch the same kernels with the same tiling again and
+# again, and counting sectors costs more than the rest of a launch's analysis.
+_EFFICIENCY_MEMO: dict = {}
+EFFICIENCY_MEMO_ENTRIES = 4096
+
+
 def sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_elem: int,
                       elem_bytes: int, num_warps: int, warp_size: int) -> float:
-    """Useful bytes / sector bytes of one block access, from its element offsets and mask."""
+    """Useful bytes / sector bytes of one block access, from its element offsets and mask
+    (memoised on their contents and the layout parameters)."""
+    digest = hashlib.blake2b(np.ascontiguousarray(offsets), digest_size=16)
+    digest.update(np.ascontiguousarray(mask))
+    key = (digest.digest(), offsets.dtype.str, mask.dtype.str, shape, base_elem, elem_bytes, num_warps,
+           warp_size)
+    eff = _EFFICIENCY_MEMO.get(key)
+    if eff is None:
+        if len(_EFFICIENCY_MEMO) >= EFFICIENCY_MEMO_ENTRIES:
+            _EFFICIENCY_MEMO.clear()  # bounded; clear() is safe under concurrent launches
+        eff = _EFFICIENCY_MEMO[key] = _count_sector_efficiency(offsets, mask, shape, base_elem,
+                                                               elem_bytes, num_warps, warp_size)
+    return eff
+
+
+def _count_sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_elem: int,
+                             elem_bytes: int, num_warps: int, warp_size: int) -> float:
     if not shape or not mask.any():
         return 1.0
     layout = blocked_layout(shape, num_warps, warp_size, elem_bytes)

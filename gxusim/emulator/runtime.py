@@ -1,5 +1,5 @@
 """Numba helpers that generated kernels call: exact narrow-float rounding, C-style integer
-division, NaN-propagating min/max, and the merge of per-thread access records.
+division, NaN-propagating min/max (access tracking lives in `tracking`).
 
 Generated kernel modules do `from gxusim.emulator.runtime import *`; every helper here is
 small and inlined into the kernel by LLVM.
@@ -10,11 +10,12 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit, types
+from numba.extending import intrinsic, overload
 
 __all__ = ["_rf16", "_rbf16", "_f2h", "_h2f", "_f2bf", "_bf2f", "_idiv", "_irem", "_ffloordiv",
-           "_maxp", "_minp", "_tanh", "_fclamp", "_rint", "_f32_bits", "_bits_f32", "math", "np"]
+           "_maxp", "_minp", "_tanh", "_tanh_fast", "_tanh_unsure", "_fclamp", "_rint", "_f32_bits",
+           "_bits_f32", "math", "np"]
 
 
 def _bitcast(src: types.Type, dst: types.Type, llvm_dst: ir.Type):
@@ -28,6 +29,8 @@ def _bitcast(src: types.Type, dst: types.Type, llvm_dst: ir.Type):
 
 _f32_bits = _bitcast(types.float32, types.uint32, ir.IntType(32))
 _bits_f32 = _bitcast(types.uint32, types.float32, ir.FloatType())
+_f64_bits = _bitcast(types.float64, types.int64, ir.IntType(64))
+_bits_f64 = _bitcast(types.int64, types.float64, ir.DoubleType())
 
 
 @njit(inline="always")
@@ -123,12 +126,94 @@ def _minp(a, b):
 
 
 @njit(inline="always")
-def _tanh(x):
+def _tanh_f64(x):
     # via expm1 in float64: 3x faster than libm tanhf here and correctly rounded for fp32
     v = np.float64(x)
     em1 = math.expm1(-2.0 * abs(v))
     t = -em1 / (2.0 + em1)
     return t if v >= 0 else -t
+
+
+ROUND_MAGIC = 6755399441055744.0  # 1.5 * 2**52: adding it rounds a smaller double to an integer
+LN2_HI, LN2_LO = 0.6931471803691238, 1.9082149292705877e-10  # ln 2 = LN2_HI + LN2_LO, LN2_HI short
+
+
+@njit(inline="always")
+def _exp_nonpositive(y):
+    """e**y for -30 <= y <= 0 to a relative 1e-15, in arithmetic only (no libm call and no
+    branch, so loops around it vectorise): y = k ln 2 + r with |r| <= ln 2 / 2, e**r by
+    its Taylor polynomial of degree 13 (Estrin's scheme: short dependency chains), 2**k
+    from the exponent bits."""
+    kf = y * 1.4426950408889634 + ROUND_MAGIC
+    k = kf - ROUND_MAGIC
+    r = (y - k * LN2_HI) - k * LN2_LO
+    r2 = r * r
+    r4 = r2 * r2
+    low = (1.0 + r) + (0.5 + 0.16666666666666666 * r) * r2 + \
+        ((0.041666666666666664 + 0.008333333333333333 * r) +
+         (0.001388888888888889 + 0.0001984126984126984 * r) * r2) * r4
+    high = (2.48015873015873e-05 + 2.755731922398589e-06 * r) + \
+        (2.7557319223985893e-07 + 2.505210838544172e-08 * r) * r2 + \
+        ((2.08767569878681e-09 + 1.6059043836821613e-10 * r) * r4)
+    scale = _bits_f64((_f64_bits(kf) - _f64_bits(ROUND_MAGIC) + 1023) << 52)
+    return (low + high * (r4 * r4)) * scale
+
+
+TANH_SERIES_BELOW = 0.0625  # |x| under which tanh's odd series is used (1 - e**-2|x| cancels)
+TANH_ROUNDING_MARGIN = 1e-13  # relative error of `_tanh_estimate` (< 2e-15), with ample room
+
+
+@njit(inline="always")
+def _tanh_estimate(x):
+    """tanh(|x|) in float64 to a relative 2e-15, branch-free: the odd series to x**11 for
+    small |x|, else (1 - e) / (1 + e) with e = e**-2|x| (|x| clamped at 10, where tanh
+    rounds to 1 in float32)."""
+    a = min(abs(np.float64(x)), 10.0)
+    a2 = a * a
+    series = a + a * a2 * (-0.3333333333333333 + a2 * (0.13333333333333333 + a2 * (
+        -0.05396825396825397 + a2 * (0.021869488536155203 + a2 * -0.008863235529902197))))
+    e = _exp_nonpositive(-2.0 * a)
+    return series if a < TANH_SERIES_BELOW else (1.0 - e) / (1.0 + e)
+
+
+@njit(inline="always")
+def _tanh_fast(x):
+    """float32(_tanh_f64(x)) for a float32 x unless `_tanh_unsure(x)`; vectorises."""
+    rounded = np.float32(_tanh_estimate(x))
+    return rounded if x >= 0 else -rounded
+
+
+@njit(inline="always")
+def _tanh_unsure(x):
+    """Whether `_tanh_fast(x)` may differ from float32(_tanh_f64(x)): x is NaN, or a value
+    within the estimate's error bound of it rounds to another float32 (a few x in a
+    million). Checked, with `_tanh_fast`, on every float32 input."""
+    t = _tanh_estimate(x)
+    margin = t * TANH_ROUNDING_MARGIN
+    return (x != x) | (np.float32(t - margin) != np.float32(t + margin))
+
+
+@njit(inline="always")
+def _tanh_f32(x):
+    """float32(_tanh_f64(x)) for a float32 x, bit for bit: the estimate where it is sure
+    (a little cheaper than `_tanh_f64` in scalar code; the dense loop's vectorised
+    `_tanh_fast` is where the estimate pays)."""
+    if _tanh_unsure(x):
+        return np.float32(_tanh_f64(x))
+    return _tanh_fast(x)
+
+
+def _tanh(x):
+    """tanh as the emulator computes it: `_tanh_f64`, or `_tanh_f32` on a float32 (whose
+    result the generated code rounds to float32 anyway)."""
+    return _tanh_f64(x)
+
+
+@overload(_tanh)
+def _tanh_by_type(x):
+    if x == types.float32:
+        return lambda x: _tanh_f32(x)
+    return lambda x: _tanh_f64(x)
 
 
 @njit(inline="always")
@@ -142,88 +227,3 @@ def _fclamp(x, lo, hi):
 @njit(inline="always")
 def _rint(x):
     return np.float64(round(x)) if abs(x) < 4.5e15 else x
-
-
-@njit(inline="always")
-def _push(first, second, x):
-    # Keep the two lowest distinct program ids seen at an element (inputs arrive in
-    # program order, so "first two distinct" are the two lowest).
-    if x < 0 or x == first or x == second:
-        return first, second
-    if first < 0:
-        return x, second
-    if second < 0:
-        return first, x
-    return first, second
-
-
-@njit(inline="always")
-def _merge_element(w1, w2, r1, r2, e, has_reads, stats):
-    """Fold one element's per-thread records into stats (see `merge_tracking`)."""
-    threads = w1.shape[0]
-    wa, wb = -1, -1
-    for c in range(threads):
-        wa, wb = _push(wa, wb, np.int64(w1[c, e]))
-        if w2[c, e] != -1:
-            wa, wb = _push(wa, wb, np.int64(w2[c, e]))
-    if wa < 0:
-        return
-    if wb >= 0:
-        if stats[0] == 0:
-            stats[1], stats[2], stats[3] = e, wb, wa
-        stats[0] += 1
-    if has_reads:
-        ra, rb = -1, -1
-        for c in range(threads):
-            ra, rb = _push(ra, rb, np.int64(r1[c, e]))
-            if r2[c, e] != -1:
-                ra, rb = _push(ra, rb, np.int64(r2[c, e]))
-        reader, writer = -1, -1
-        if ra >= 0:
-            if wb >= 0:
-                reader, writer = ra, (wb if ra == wa else wa)
-            elif ra != wa:
-                reader, writer = ra, wa
-            elif rb >= 0:
-                reader, writer = rb, wa
-        if reader >= 0:
-            if stats[4] == 0:
-                stats[5], stats[6], stats[7] = e, reader, writer
-            stats[4] += 1
-
-
-@njit(cache=True, parallel=True)
-def merge_tracking(w1, w2, r1, r2, written):
-    """Combine per-thread access records of one storage into exact conflict/race facts.
-
-    w1/w2 (r1/r2): [threads, elements] first and second distinct program that stored
-    (loaded) each element within a thread's contiguous range of programs, -1 for none.
-    Fills written[e] and returns int64[8]: conflicts, first conflict element, its second
-    writer, its first writer, races, first race element, the racing reader, the writer it
-    raced with. Element ranges are merged in parallel; per-range results are combined in
-    element order, so the answer does not depend on the thread count.
-    """
-    n = w1.shape[1]
-    has_reads = r1.shape[1] == n
-    parts = 16
-    stats = np.full((parts, 8), -1, np.int64)
-    for k in prange(parts):
-        stats[k, 0] = 0
-        stats[k, 4] = 0
-        for e in range(k * n // parts, (k + 1) * n // parts):
-            # fast path: at most one program touched the element
-            touched = 0
-            for c in range(w1.shape[0]):
-                touched += (w1[c, e] != -1) + 2 * (w2[c, e] != -1)
-            written[e] = touched > 0
-            if touched > 1 or (has_reads and touched == 1):
-                _merge_element(w1, w2, r1, r2, e, has_reads, stats[k])
-    out = np.full(8, -1, np.int64)
-    out[0] = 0
-    out[4] = 0
-    for k in range(parts):
-        for base in (0, 4):
-            if stats[k, base] and not out[base]:
-                out[base + 1:base + 4] = stats[k, base + 1:base + 4]
-            out[base] += stats[k, base]
-    return out

@@ -872,6 +872,40 @@ def value_scale(cpu_inputs, ref64) -> float:
                 if t.is_floating_point() and t.numel() and t.isfinite().all()] + [1.0])
 
 
+def stock_inductor_outputs(prog: Program, call: int) -> list:
+    """The program compiled by stock Inductor for the CPU, on the same inputs (a compile of
+    its own: gxu's compiled function stays cached). Where Inductor's semantics part from
+    eager's, gxu follows Inductor: a bf16 tensor compared with a 0-dim fp32 tensor is compared
+    in fp32 (eager rounds the scalar to bf16 first), which can flip a bool, and everything
+    computed from it, exactly as stock Inductor does."""
+    fn = torch.compile(prog.fn(), dynamic=prog.dynamic, fullgraph=True)
+    return [t.detach().clone() if isinstance(t, torch.Tensor) else t
+            for t in fn(*prog.make_inputs(call, "cpu"))]
+
+
+def follows_stock_inductor(actual: Any, prog: Program, call: int, output: int,
+                           cache: dict) -> bool:
+    """Whether an exact output that differs from eager is bit for bit stock Inductor's."""
+    if not prog.exact_outputs[output] or not isinstance(actual, torch.Tensor):
+        return False
+    if call not in cache:
+        try:
+            cache[call] = stock_inductor_outputs(prog, call)
+        except Exception:  # noqa: BLE001 - stock Inductor fails too: no second opinion
+            cache[call] = None
+    stock = cache[call]
+    if stock is None or output >= len(stock):
+        return False
+    theirs, ours = stock[output], actual.detach().cpu()
+    return theirs.shape == ours.shape and theirs.dtype == ours.dtype and \
+        torch.equal(_bit_pattern(theirs), _bit_pattern(ours))
+
+
+def _bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
+    integer = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(tensor.element_size())
+    return tensor.view(integer) if tensor.is_floating_point() and integer else tensor
+
+
 def run_program(prog: Program) -> tuple[str, str]:
     """Compile and compare; returns ("ok", "") or ("unsupported", reason); raises Mismatch
     on a wrong answer and any other exception on a crash. ("eager", msg) if eager rejects."""
@@ -880,6 +914,7 @@ def run_program(prog: Program) -> tuple[str, str]:
     fn, fn64 = prog.fn(), prog.fn({F32: F64, F16: F64, BF16: F64})
     compiled = torch.compile(fn, dynamic=prog.dynamic, fullgraph=True)
     tol_dtype = tolerance_dtype(prog)
+    stock: dict = {}  # stock Inductor's outputs per call, made only when eager disagrees
     for call in range(prog.calls):
         cpu_inputs = prog.make_inputs(call, "cpu")
         try:
@@ -901,8 +936,12 @@ def run_program(prog: Program) -> tuple[str, str]:
         if len(actual) != len(expected):
             raise Mismatch(f"call {call}: {len(actual)} outputs, eager {len(expected)}")
         for k, (a, e, r) in enumerate(zip(actual, expected, ref64)):
-            compare(a, e, r, prog.exact_outputs[k], tol_dtype, scale,
-                    f"call {call} ({'A' if call == 0 else 'B'} sizes) output {k}")
+            try:
+                compare(a, e, r, prog.exact_outputs[k], tol_dtype, scale,
+                        f"call {call} ({'A' if call == 0 else 'B'} sizes) output {k}")
+            except Mismatch:
+                if not follows_stock_inductor(a, prog, call, k, stock):
+                    raise
     return "ok", ""
 
 

@@ -137,3 +137,12 @@ def float_mod(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     xmask = xindex < xnumel
     x = tl.load(in_ptr0 + xindex, xmask)
     tl.store(out_ptr0 + xindex, x % 3.0, xmask)
+
+
+@triton.jit
+def negate(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    # Inductor writes `-tmp0` for aten.neg: the sign of a zero result depends on the Triton
+    # version (0 - x before triton-lang/triton#10270, a true negation after it)
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr0 + xindex, -tl.load(in_ptr0 + xindex, xmask), xmask)
