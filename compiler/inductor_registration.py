@@ -155,16 +155,43 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
 
     def write_header(self) -> None:
         super().write_header()
+        # The graph runs on the backing device (`graph_runtime`): these names replace the
+        # stock header's `empty_strided` and `device` for the wrapper's allocations and
+        # device arguments.
         self.header.splice("""
             from gxusim.compiler.launcher import RecordedExternKernels, reinterpret_tensor
+            from gxusim.compiler.graph_runtime import device, empty_strided, enter_graph
             extern_kernels = RecordedExternKernels(extern_kernels)
         """)
+
+    def write_args(self, input_names: list[str]) -> None:
+        super().write_args(input_names)
+        names = ", ".join(input_names) + ("," if len(input_names) == 1 else "")
+        self.prefix.writeline("gxu_graph = enter_graph()")
+        self.prefix.writeline(f"{names} = gxu_graph.enter(({names}))")
+
+    def generate_return(self, output_refs: list[str]) -> None:
+        if not output_refs:
+            return super().generate_return(output_refs)
+        on_gxu = tuple(_device_type(node) == DEVICE for node in self.get_graph_outputs())
+        boundary = "gxu_graph" if self.get_graph_input_names() else "enter_graph()"
+        self.wrapper_call.writeline(
+            f"return {boundary}.leave(({', '.join(output_refs)}, ), {on_gxu!r})")
 
     def generate(self, is_inference: bool):
         result = super().generate(is_inference)
         code = result[0]
         _last_code[0] = getattr(code, "value", code)
         return result
+
+
+def _device_type(node: object) -> str | None:
+    """The device type of a graph output (None for a symbolic size returned as a value)."""
+    try:
+        device = node.get_device()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - outputs without a device (sizes) raise or lack it
+        return None
+    return getattr(device, "type", None)
 
 
 def get_raw_stream(device_index: int = 0) -> int:

@@ -93,6 +93,11 @@ def predict_only() -> Iterator[None]:
         _predicting.reset(token)
 
 
+def predicting() -> bool:
+    """Whether the caller is inside `predict_only()`."""
+    return _predicting.get()
+
+
 _reinterpret_fast = torch._C._dynamo.guards._reinterpret_tensor
 
 
@@ -269,6 +274,7 @@ class RecordedExternKernels:
                 target="predict" if _predicting.get() else targets.current_target(),
                 policy="extern"))
             return result
+        setattr(self, name, recorded)  # later calls find it without __getattr__
         return recorded
 
 

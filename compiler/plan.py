@@ -23,7 +23,7 @@ import torch
 
 from gxusim import perf_model
 from gxusim.kernel_args import NUMEL_ARGS
-from gxusim.kernel_work import KernelWork, kernel_work, static_blocks
+from gxusim.kernel_work import KernelWork, kernel_work, load_unit_stride_axes, static_blocks
 from gxusim.spec import HardwareSpec
 
 from .heuristics import Heuristics, cdiv
@@ -52,6 +52,13 @@ class KernelShape:
     @property
     def is_reduction(self) -> bool:
         return "r0_numel" in self.runtime_args
+
+    @property
+    def column_reduction(self) -> bool:
+        """A reduction whose 2D loads are contiguous along x, not along the reduced axis (a
+        sum over dim 0 of a row-major tensor)."""
+        return self.is_reduction and bool(self.source) and \
+            load_unit_stride_axes(self.source) == frozenset("x")
 
     @property
     def is_2d(self) -> bool:
@@ -196,14 +203,15 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
             f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
             f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
     if shape.is_reduction:
-        choice = _policy_call(policy, "select_reduction", xnumel, numels["r0_numel"], dtype)
+        question = "select_column_reduction" if shape.column_reduction else "select_reduction"
+        choice = _policy_call(policy, question, xnumel, numels["r0_numel"], dtype)
         meta["XBLOCK"] = shape.static_blocks.get("XBLOCK") or \
-            resolve_block(policy, "select_reduction (xblock)", choice.xblock)
+            resolve_block(policy, f"{question} (xblock)", choice.xblock)
         if "R0_BLOCK" in shape.block_params:
-            meta["R0_BLOCK"] = resolve_block(policy, "select_reduction (rblock)", choice.rblock)
-            rules["R0_BLOCK"] = f"{policy.name}.select_reduction (looped reduction)"
+            meta["R0_BLOCK"] = resolve_block(policy, f"{question} (rblock)", choice.rblock)
+            rules["R0_BLOCK"] = f"{policy.name}.{question} (looped reduction)"
         rules["XBLOCK"] = "fixed by the kernel" if "XBLOCK" in shape.static_blocks else \
-            f"{policy.name}.select_reduction"
+            f"{policy.name}.{question}"
         requested_warps = choice.num_warps
     elif shape.is_2d:
         xblock, yblock = _policy_call(policy, "select_tile_2d", xnumel, numels["ynumel"], dtype)

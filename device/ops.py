@@ -335,6 +335,35 @@ def _to_gxu(value: Any, aliaser: _Aliaser, device: torch.device | None) -> Any:
     return _with_math_bits(result, value)
 
 
+class GraphBoundary:
+    """Where a compiled graph that runs on the backing device meets gxu tensors
+    (`gxusim.compiler.graph_runtime`): its gxu inputs enter as backing-device aliases (no
+    copy; cached per tensor as eager ops' arguments are), and its gxu outputs leave as gxu
+    tensors: views of an input's gxu storage where they alias one, else owners of their
+    backing memory (two outputs over one buffer share one owner)."""
+
+    __slots__ = ("aliaser", "device")
+
+    def __init__(self) -> None:
+        self.device = target.backing_device()
+        self.aliaser = _Aliaser(self.device)
+
+    def enter(self, values: tuple) -> tuple:
+        tensor = self.aliaser.tensor
+        return tuple(tensor(v) if isinstance(v, torch.Tensor) else v for v in values)
+
+    def leave(self, values: tuple, on_gxu: tuple[bool, ...]) -> tuple:
+        storages = self.aliaser.storages
+        results = []
+        for value, gxu in zip(values, on_gxu):
+            if gxu and isinstance(value, torch.Tensor) and value.device == self.device:
+                backing = value.untyped_storage().data_ptr()
+                value = _to_gxu(value, self.aliaser, self.device)
+                storages.setdefault(backing, value.untyped_storage())
+            results.append(value)
+        return tuple(results)
+
+
 def _default_strides(size: tuple[int, ...], memory_format: torch.memory_format | None) -> tuple:
     probe = torch.empty(size, device="meta", memory_format=memory_format or torch.contiguous_format)
     return probe.stride()

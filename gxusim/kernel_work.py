@@ -347,6 +347,18 @@ class _PhaseReader:
                 phase["accesses"].append(self.access(statement.value, store=True))
 
 
+def load_unit_stride_axes(source: str) -> frozenset:
+    """The axes along which a kernel's streamed 2D loads (indexed by two tile axes, not
+    broadcast) are contiguous: {"r"} for a row reduction, {"x"} for a column reduction,
+    both where its loads disagree, none for a kernel without such loads."""
+    try:
+        phases = kernel_phases(source)
+    except Exception:  # noqa: BLE001 - not a generated kernel's source: nothing known
+        return frozenset()
+    return frozenset().union(*[a.unit_axes for phase in phases for a in phase.accesses
+                               if not a.store and not a.broadcast and len(a.axes) > 1])
+
+
 def _length(steps: tuple) -> float:
     return steps[0] + EXP_STEPS * steps[1]
 

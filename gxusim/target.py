@@ -191,7 +191,8 @@ class CudaTarget(Target):
         return torch.cuda.current_stream()
 
     def raw_stream(self) -> int:
-        return torch.cuda.current_stream().cuda_stream
+        # what torch.cuda.current_stream().cuda_stream returns, without making a Stream object
+        return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
 
     def capability(self) -> tuple[int, int]:
         return torch.cuda.get_device_capability()

@@ -144,3 +144,35 @@ def test_autotune_candidates_are_within_the_spec_and_pass_only_kernel_parameters
         assert plan.programs <= spec.max_grid and plan.num_warps <= spec.max_num_warps
         assert set(plan.meta) <= set(shape.block_params)
     assert len({(tuple(p.meta.items()), p.num_warps, p.num_stages) for p in plans}) == len(plans)
+
+
+def _planned(fn, shape):
+    """The launches of `fn` compiled for a gxu tensor of `shape`, planned without running."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from gxusim.compiler import launcher
+    torch._dynamo.reset()
+    gxusim.clear_launches()
+    with FakeTensorMode(), launcher.predict_only():
+        torch.compile(fn)(torch.empty(*shape, device="gxu"))
+    return gxusim.launches()
+
+
+def test_gxu_asks_for_wide_tiles_where_a_reduction_loads_along_columns():
+    """A sum over dim 0 loads contiguously along x: the plan asks the policy's column question
+    (128 columns x 256 rows under gxu); a sum over dim 1 asks the row question."""
+    column, = _planned(lambda t: t.sum(0), (16384, 4096))
+    assert column.rules["XBLOCK"] == "gxu.select_column_reduction"
+    assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (128, 256)
+    row, = _planned(lambda t: t.sum(1), (256, 1 << 20))
+    assert row.rules["XBLOCK"] == "gxu.select_reduction"
+    assert (row.meta["XBLOCK"], row.meta["R0_BLOCK"]) == (1, 8192)  # one long row per tile
+
+
+def test_a_policy_without_the_column_question_answers_it_with_select_reduction():
+    gxusim.use_heuristics("seed")
+    try:
+        column, = _planned(lambda t: t.sum(0), (16384, 4096))
+    finally:
+        gxusim.use_heuristics("gxu")
+    assert column.rules["XBLOCK"] == "seed.select_column_reduction"
+    assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (1, 512)  # the seed's row answer

@@ -1,0 +1,78 @@
+"""What a compiled gxu graph's wrapper calls at run time: the graph runs on the backing device.
+
+Inductor's wrapper for a gxu graph allocates its buffers, calls extern kernels (mm, addmm,
+convolution) and launches GXU kernels. On gxu tensors, every allocation and every extern
+call would go through the gxu device's eager dispatch, a Python fallback costing tens of
+microseconds per op. Instead the graph runs on the backing device (the GPU on the cuda
+target, host memory on the emulator), as stock Inductor's wrapper runs on CUDA:
+
+* `enter_graph().enter(inputs)`: gxu inputs become backing-device aliases of the same
+  memory (no copy);
+* `empty_strided` and `device` (which the wrapper's allocations and device arguments call)
+  name the backing device where the graph says gxu;
+* `GraphBoundary.leave(outputs, on_gxu)`: the graph's gxu outputs go back as gxu tensors,
+  views of an input's storage where they alias one, owners of their memory otherwise.
+
+GXU kernels still launch through `launcher.GXUKernel` (planned, checked against the spec,
+recorded) on the same memory, and extern calls are still recorded. What the graph keeps
+between its kernels is never a gxu tensor, so `torch.gxu.memory_allocated()` counts a
+compiled graph's inputs and outputs, not its temporaries (the backing device's allocator
+holds those, as it does for stock Inductor).
+
+Under `launcher.predict_only()` the inputs are FakeTensors on gxu and nothing moves: the
+graph runs on gxu as traced.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from gxusim import target
+from gxusim.device.ops import GraphBoundary
+
+from .launcher import predicting
+
+DEVICE = "gxu"
+
+
+class _Traced:
+    """The boundary under `predict_only`: inputs and outputs stay as they are."""
+
+    @staticmethod
+    def enter(values: tuple) -> tuple:
+        return values
+
+    @staticmethod
+    def leave(values: tuple, on_gxu: tuple[bool, ...]) -> tuple:
+        return values
+
+
+TRACED = _Traced()
+
+
+def enter_graph() -> "GraphBoundary | _Traced":
+    """The boundary for one call of a compiled graph."""
+    return TRACED if predicting() else GraphBoundary()
+
+
+def _is_gxu(device: Any) -> bool:
+    if isinstance(device, str):
+        return device == DEVICE or device.startswith(DEVICE + ":")
+    return getattr(device, "type", None) == DEVICE
+
+
+def empty_strided(size: Any, stride: Any, *, device: Any = None, dtype: Optional[torch.dtype] = None,
+                  **kwargs: Any) -> torch.Tensor:
+    """The wrapper's allocations: a gxu buffer is allocated on the backing device."""
+    if _is_gxu(device) and not predicting():
+        device = target.backing_device()
+    return torch.empty_strided(size, stride, device=device, dtype=dtype, **kwargs)
+
+
+def device(type: str, index: Optional[int] = None) -> torch.device:  # noqa: A002 - torch's name
+    """`torch.device` as the wrapper's device arguments (`device(type='gxu', index=0)` of a
+    fallback op, a constant's placement) call it: gxu names the backing device."""
+    if type == DEVICE and not predicting():
+        return target.backing_device()
+    return torch.device(type, index)

@@ -1,0 +1,75 @@
+"""A compiled gxu graph runs on the backing device (`gxusim.compiler.graph_runtime`): its
+inputs enter as aliases, its buffers and extern calls live on the backing device, and its
+outputs come back as gxu tensors that own their memory, on both targets."""
+import torch
+
+import gxusim
+from gxusim.compiler.inductor_registration import last_generated_code
+from gxusim.device import memory, ops
+from gxusim.models import CASES
+
+
+def _count_eager_dispatch(monkeypatch) -> list:
+    calls = []
+    real = ops._fallback
+
+    def counted(op, args, kwargs):
+        calls.append(op)
+        return real(op, args, kwargs)
+    monkeypatch.setattr(ops, "_fallback", counted)
+    return calls
+
+
+def test_a_warm_compiled_call_never_goes_through_gxu_eager_dispatch(monkeypatch):
+    """mlp: two extern matmuls and a GXU kernel, all on backing memory; equal to eager."""
+    torch._dynamo.reset()
+    model, inputs = CASES["mlp"].build("gxu")
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        compiled(*inputs)
+        gxusim.clear_launches()
+        calls = _count_eager_dispatch(monkeypatch)
+        got = compiled(*inputs)
+    assert calls == []
+    assert "gxu_graph.enter(" in last_generated_code()
+    kinds = {r.policy == "extern" for r in gxusim.launches()}
+    assert kinds == {True, False}  # extern calls and GXU kernels both recorded
+    assert got.device.type == "gxu"
+    reference = model.cpu()(*[t.cpu() for t in inputs])
+    torch.testing.assert_close(got.cpu(), reference, rtol=1e-4, atol=1e-5)
+
+
+def test_outputs_own_their_memory_and_temporaries_are_not_gxu_allocations():
+    x = torch.randn(4096, device="gxu")
+    before, live = torch.gxu.memory_allocated(), memory.live_storages()
+    compiled = torch.compile(lambda t: ((t * 2).sin() @ t.unsqueeze(1)).relu())
+    out = compiled(x)
+    assert out.device.type == "gxu" and out.shape == (1,)
+    assert torch.gxu.memory_allocated() - before == out.untyped_storage().nbytes()
+    del out
+    assert torch.gxu.memory_allocated() == before and memory.live_storages() == live
+
+
+def test_a_graph_without_inputs_and_a_graph_with_a_cpu_output():
+    made = torch.compile(lambda: torch.arange(8, device="gxu") * 3)()
+    assert made.device.type == "gxu" and made.cpu().tolist() == [3 * i for i in range(8)]
+    x, y = torch.randn(16, device="gxu"), torch.randn(16)
+    on_gxu, on_cpu = torch.compile(lambda a, b: (a + 1, b * 2))(x, y)
+    assert on_gxu.device.type == "gxu" and on_cpu.device.type == "cpu"
+    torch.testing.assert_close(on_gxu.cpu(), x.cpu() + 1)
+    torch.testing.assert_close(on_cpu, y * 2)
+
+
+def test_training_step_gradients_are_gxu_and_match_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    model(x).square().mean().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    model.to("gxu")
+    torch.compile(model)(x.to("gxu")).square().mean().backward()
+    for parameter, want in zip(model.parameters(), expected):
+        assert parameter.grad.device.type == "gxu"
+        torch.testing.assert_close(parameter.grad.cpu(), want, rtol=1e-4, atol=1e-5)
