@@ -122,9 +122,10 @@ class GXUHeuristics(Heuristics):
     The sizes come from the capped-ceiling search on an H200 (`benchmarks/bench_ceiling.py`,
     docs/gpu-measurements.md): with 32 programs each program must keep a lot of memory in
     flight, so the fastest legal configs were the largest tiles with 16 warps: 32K-element
-    pointwise tiles, 128x128 transpose tiles, and reduction tiles of many rows (128 x 64 in
-    fp32 and 32 x 256 in bf16 for 4096-wide rows; 16 whole rows for 1024-wide softmax rows)
-    rather than one row walked chunk by chunk; whole rows want 32K-element tiles, at most
+    pointwise tiles, 128x128 transpose tiles, and reduction tiles of many rows rather than one
+    row walked chunk by chunk: 32 x 256 for 4096-wide rows (the best bf16 row sum; 0.86 and
+    0.89 of the best fp32 row sum, 128 x 64, and layernorm, 32 x 512, which disagree), 16
+    whole rows for 1024-wide softmax rows; whole rows want 32K-element tiles, at most
     MAX_ROWS rows. Rows of 32K elements and more are walked one row per tile in 8K-element
     chunks, one long contiguous stream (256 x 1M row sum: 385 us against 744 us for 8 rows
     in 2K chunks; 2048 x 32768 softmax: 441 us against 529 us for 64 x 256). Column
