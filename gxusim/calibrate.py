@@ -18,8 +18,9 @@ benchmark's, so those stay held out for checking the fit (`benchmarks/validate_m
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import torch
 
@@ -132,27 +133,49 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
     return samples
 
 
+# How programs are measured: (program, its samples or the error it failed with) for each.
+Mapper = Callable[[Callable[..., list[Sample]], Sequence[Program], HardwareSpec],
+                  Iterable[tuple[Program, Any]]]
+
+
+def in_process(function: Callable[..., list[Sample]], programs: Sequence[Program],
+               spec: HardwareSpec) -> Iterator[tuple[Program, list[Sample]]]:
+    """The default `Mapper`: every program measured here, one after another."""
+    return ((program, function(program, spec)) for program in programs)
+
+
 def measure(spec: HardwareSpec, programs: Sequence[Program] = PROGRAMS,
-            progress: Optional[Callable[[int, int], None]] = None) -> list[Sample]:
-    """Samples of every calibration program on the current GPU (cuda target)."""
+            progress: Optional[Callable[[int, int], None]] = None,
+            mapper: Mapper = in_process) -> list[Sample]:
+    """Samples of every calibration program on the GPU (cuda target): in this process, or
+    as `mapper` spreads them (`gxusim.distributed.map_on_ray`: one GPU per program). A
+    program that failed there is left out with a warning naming it and its error."""
     from .target import active
     if not active().can_time:
         raise RuntimeError("gxusim calibrate times kernels on a GPU: it needs the cuda target "
                            f"(the active target is {active().name!r})")
     samples = []
-    for done, program in enumerate(programs):
-        samples += measure_program(program, spec)
+    for done, (program, result) in enumerate(mapper(measure_program, programs, spec)):
+        if isinstance(result, BaseException):
+            warnings.warn(f"calibration program {program.name!r} failed "
+                          f"({type(result).__name__}: {result}); fitting without it")
+        else:
+            samples += result
         if progress is not None:
             progress(done + 1, len(programs))
+    if not samples:
+        raise RuntimeError("no calibration program could be measured")
     return samples
 
 
 def calibrate(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]] = None,
-              programs: Sequence[Program] = PROGRAMS) -> tuple[perf_model.Fit, list[dict]]:
-    """Fit the performance model's terms of `spec` to measurements on this GPU."""
+              programs: Sequence[Program] = PROGRAMS, mapper: Mapper = in_process
+              ) -> tuple[perf_model.Fit, list[dict]]:
+    """Fit the performance model's terms of `spec` to measurements on this GPU (or on the
+    cluster's GPUs, with `mapper`)."""
     if not torch.cuda.is_available():
         raise RuntimeError("gxusim calibrate measures kernels on a CUDA GPU, and torch sees none")
-    samples = measure(spec, programs, progress)
+    samples = measure(spec, programs, progress, mapper)
     result = perf_model.fit(spec, [s.facts for s in samples], [s.measured_s for s in samples])
     return result, [s.as_row(result.spec) for s in samples]
 

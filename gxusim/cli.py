@@ -144,6 +144,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from gxusim.perf_model import TERMS
     from gxusim.report import format_table
     from gxusim.spec import load_spec
+    if not torch.cuda.is_available():
+        print("gxusim calibrate: it times kernels on a CUDA GPU, and torch sees none",
+              file=sys.stderr)
+        return 2
     spec = load_spec(args.spec)
     gxusim.use_spec(spec)  # kernels are planned and checked against the spec being fitted
 
@@ -151,7 +155,19 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"\r  measured {done}/{total} calibration programs", end="", file=sys.stderr,
               flush=True)
 
-    fit, rows = calibrate.calibrate(spec, progress)
+    mapper = calibrate.in_process
+    if args.ray is not None:  # one GPU per calibration program, on the cluster's GPUs
+        import functools
+
+        from gxusim import distributed
+        try:
+            distributed.connect(None if args.ray == "local" else args.ray)
+        except distributed.RayMissingError as error:
+            print(f"gxusim calibrate: {error}", file=sys.stderr)
+            return 2
+        mapper = functools.partial(distributed.map_on_ray, uses_gpu=True,
+                                   desc="calibration on ray", unit="program")
+    fit, rows = calibrate.calibrate(spec, progress, mapper=mapper)
     print(file=sys.stderr)
     print(format_table(("program", "kernel", "blocks", "warps", "programs", "measured us",
                         "predicted us"),
@@ -267,6 +283,9 @@ def parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--out", help="write the fitted spec as a TOML file")
     calibrate.add_argument("--samples", help="write every measured launch (JSON) for "
                                              "benchmarks/validate_model.py")
+    calibrate.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                           help="measure each program as a Ray task holding one GPU, on a local "
+                                "cluster or the one at ADDRESS (needs pip install 'gxusim[ray]')")
     calibrate.set_defaults(run=_calibrate)
     return root
 

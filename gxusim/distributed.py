@@ -1,11 +1,14 @@
-"""Sweeps on Ray: each run of a sweep (one model at one size) is a Ray task, on a local
-cluster's cores or on a remote cluster's machines and GPUs.
+"""Sweeps and calibration on Ray: each run of a sweep (one model at one size), or each
+calibration program, is a Ray task, on a local cluster's cores or on a remote cluster's
+machines and GPUs.
 
-`ray_runner(address)` is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`). A task
-runs what a local sweep runs, `sweep.execute`, in a worker that first takes on the driver's
-target, spec and `GXUSIM_*` settings; its rows stream back as tasks finish. Cuda runs hold
-one GPU each (N GPUs run N at once), emulator and predict-only runs one CPU each. Ray is an
-optional extra (`pip install 'gxusim[ray]'`), imported by this module only.
+`map_on_ray(function, items, ...)` is the one mechanism: it calls `function(item, *args)` for
+every item as a task, in a worker that first takes on the driver's target, spec and
+`GXUSIM_*` settings, and yields the results as tasks finish. Work that runs kernels on a GPU
+holds one GPU per task (N GPUs run N at once), anything else one CPU. `ray_runner(address)`
+is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
+--ray` measures its programs with it. Ray is an optional extra (`pip install 'gxusim[ray]'`),
+imported by this module only.
 
 Caches: workers share the cache folder (`gxusim.cache`) rather than get one each. Its files
 are named by the hash of what they hold and written atomically (numba's machine code too),
@@ -14,8 +17,9 @@ content; sharing means a kernel is compiled once per machine, not once per worke
 workers use their own node's folder unless the driver sets `GXUSIM_CACHE_DIR`.
 
 Failures: a task whose worker process dies is retried (`MAX_RETRIES`); one that still fails,
-or whose worker cannot take on the driver's settings, becomes one error row per policy and
-the sweep goes on. Leaving the runner early (Ctrl-C) cancels the tasks still outstanding.
+or whose worker cannot take on the driver's settings, yields its error in place of a result
+(a sweep makes it one error row per policy and goes on). Leaving early (Ctrl-C) cancels the
+tasks still outstanding.
 """
 from __future__ import annotations
 
@@ -48,51 +52,66 @@ def _import_ray() -> Any:
     return ray
 
 
-def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) -> Runner:
-    """A sweep runner on the Ray cluster at `address` (None: a local cluster, started here
-    unless `$RAY_ADDRESS` names one). A process already connected to Ray keeps its cluster.
-    `execute` is what each task calls: `sweep.execute` (tests give one that crashes)."""
+def connect(address: Optional[str] = None) -> Any:
+    """Ray, connected to the cluster at `address` (None: a local cluster, started here
+    unless `$RAY_ADDRESS` names one). A process already connected keeps its cluster."""
     ray = _import_ray()
     if not ray.is_initialized():
         ray.init(address=address)
+    return ray
+
+
+def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) -> Runner:
+    """A sweep runner on the Ray cluster at `address` (see `connect`). `execute` is what each
+    task calls: `sweep.execute` (tests give one that crashes)."""
+    connect(address)
 
     def run_on_ray(runs: list[sweep.Run], policies: Sequence[str], predict_only: bool
                    ) -> Iterator[list[dict]]:
-        return _stream(ray, execute, runs, list(policies), predict_only)
+        target = "predict" if predict_only else current_target()
+        for run, rows in map_on_ray(execute, runs, list(policies), predict_only,
+                                    uses_gpu=_runs_kernels(current_target(), predict_only),
+                                    desc="sweep on ray", unit="run"):
+            if isinstance(rows, BaseException):
+                rows = [sweep._failed(run, policy, target, rows) for policy in policies]
+            yield rows
 
     return run_on_ray
 
 
-def _stream(ray: Any, execute: Execute, runs: list[sweep.Run], policies: list[str],
-            predict_only: bool) -> Iterator[list[dict]]:
-    """Submit every run, then yield each run's rows as its task finishes."""
+def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
+               uses_gpu: bool, desc: str = "ray tasks", unit: str = "task"
+               ) -> Iterator[tuple[Any, Any]]:
+    """(item, `function(item, *args)`) for every item, each computed as a task on the
+    connected cluster (`connect`) and yielded as it finishes; a task that failed for good
+    yields its exception instead. `uses_gpu`: each task holds a GPU (it runs kernels)."""
+    ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
+    resources = {"num_gpus": 1, "max_calls": 1} if uses_gpu else {"num_cpus": 1}
     task = ray.remote(max_retries=MAX_RETRIES, runtime_env={"env_vars": _worker_env(target)},
-                      **_resources(target, predict_only))(_run_in_worker)
+                      **resources)(_call_in_worker)
     spec_fields = current_spec().as_dict()  # a spec read from a driver-side file travels too
-    pending: dict[Any, sweep.Run] = {}  # task -> its run
+    pending: dict[Any, Any] = {}  # task -> its item
     try:
-        for run in runs:
-            pending[task.remote(execute, run, policies, predict_only, target, spec_fields)] = run
-        with tqdm(total=len(runs), desc="sweep on ray", unit="run", disable=not runs) as bar:
+        for item in items:
+            pending[task.remote(function, item, args, target, spec_fields)] = item
+        with tqdm(total=len(items), desc=desc, unit=unit, disable=not items) as bar:
             while pending:
                 (finished,), _ = ray.wait(list(pending), num_returns=1)
-                run = pending.pop(finished)
+                item = pending.pop(finished)
                 bar.update()
-                yield _rows(ray, finished, run, policies, "predict" if predict_only else target)
-    finally:  # Ctrl-C or a caller that stopped early: nothing of this sweep keeps running
+                yield item, _result(ray, finished)
+    finally:  # Ctrl-C or a caller that stopped early: nothing of this work keeps running
         for outstanding in pending:
             ray.cancel(outstanding, force=True)
 
 
-def _resources(target: str, predict_only: bool) -> dict[str, int]:
+def _runs_kernels(target: str, predict_only: bool) -> bool:
     # A GPU per cuda run, so each measures its kernels alone, in a worker of its own: a
     # process stays on the GPU it first used, whichever GPU Ray gives its next task
     # (max_calls=1; Ray's default for GPU tasks, but only when set in `ray.remote`).
     # Predict-only runs execute nothing, so a CPU suffices whatever the target.
-    if TARGETS[target].has_triton_driver and not predict_only:  # kernels run on a GPU
-        return {"num_gpus": 1, "max_calls": 1}
-    return {"num_cpus": 1}
+    return TARGETS[target].has_triton_driver and not predict_only
 
 
 def _worker_env(target: str) -> dict[str, str]:
@@ -110,25 +129,23 @@ def _worker_env(target: str) -> dict[str, str]:
     return env
 
 
-def _rows(ray: Any, finished: Any, run: sweep.Run, policies: Sequence[str], target: str
-          ) -> list[dict]:
-    """The rows of a finished task; error rows if the task itself failed."""
+def _result(ray: Any, finished: Any) -> Any:
+    """A finished task's result, or the error it failed with for good."""
     try:
         return ray.get(finished)
     except ray.exceptions.RayError as error:  # died MAX_RETRIES + 1 times, or could not set up
-        cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) else error
-        return [sweep._failed(run, policy, target, cause) for policy in policies]
+        return error.cause if isinstance(error, ray.exceptions.RayTaskError) else error
 
 
 _worker_target: Optional[str] = None  # what this worker process took on, for good
 
 
-def _run_in_worker(execute: Execute, run: sweep.Run, policies: list[str], predict_only: bool,
-                   target: str, spec_fields: dict[str, Any]) -> list[dict]:
-    """A task: the rows of `run` under the driver's target and spec."""
+def _call_in_worker(function: Callable[..., Any], item: Any, args: tuple, target: str,
+                    spec_fields: dict[str, Any]) -> Any:
+    """A task: `function(item, *args)` under the driver's target and spec."""
     _take_on_target(target)
     with use_spec(HardwareSpec(**spec_fields)):  # workers are reused: leave no spec behind
-        return execute(run, policies, predict_only)
+        return function(item, *args)
 
 
 def _take_on_target(target: str) -> None:

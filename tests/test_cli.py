@@ -1,5 +1,6 @@
 """The gxusim command line: every command documents itself; bad input is named."""
 import pytest
+import torch
 
 from gxusim.cli import main
 
@@ -23,3 +24,10 @@ def test_spec_show_prints_the_limits(capsys):
 def test_unknown_model_is_named(command, capsys):
     assert main([command, "no_such_model"]) == 2
     assert "no_such_model" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there: calibration would run")
+def test_calibrate_without_a_gpu_says_so_in_one_line(capsys):
+    assert main(["calibrate", "--ray"]) == 2  # before starting any Ray cluster
+    assert capsys.readouterr().err.strip() == \
+        "gxusim calibrate: it times kernels on a CUDA GPU, and torch sees none"

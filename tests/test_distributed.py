@@ -152,6 +152,33 @@ def test_a_run_that_raises_in_its_worker_is_error_rows_and_the_sweep_goes_on(
                                          if row["model"] == "row_sum" and row["scale"] == 1024])
 
 
+@needs_ray
+def test_map_on_ray_yields_each_result_or_its_error_under_the_drivers_spec(cluster):
+    """The one mechanism under sweeps and calibration (which maps programs onto GPUs)."""
+    def spec_name_times(factor):  # defined here: workers get it by value, not by module
+        if factor < 0:
+            raise ValueError(f"negative factor {factor}")
+        return factor * len(gxusim.current_spec().name)
+    spec = gxusim.current_spec().replace(name="twelve-chars")
+    with gxusim.use_spec(spec):
+        results = dict(distributed.map_on_ray(spec_name_times, [1, -1, 3], uses_gpu=False))
+    assert results[1] == 12 and results[3] == 36
+    assert isinstance(results[-1], ValueError) and "negative factor -1" in str(results[-1])
+
+
+def test_calibration_leaves_out_a_program_that_failed_and_names_it(monkeypatch):
+    from gxusim import calibrate, target
+    monkeypatch.setattr(target, "active", lambda: type("Timing", (), {"can_time": True})())
+    good, bad = calibrate.PROGRAMS[:2]
+
+    def mapper(function, programs, spec):  # what map_on_ray yields for a failed task
+        yield good, ["a sample"]
+        yield bad, RuntimeError("the worker lost its GPU")
+    with pytest.warns(UserWarning, match=f"{bad.name!r} failed .*lost its GPU"):
+        samples = calibrate.measure(gxusim.current_spec(), [good, bad], mapper=mapper)
+    assert samples == ["a sample"]
+
+
 def test_a_worker_keeps_its_first_target(monkeypatch):
     monkeypatch.setattr(distributed, "_worker_target", None)  # as in a fresh worker
     first = gxusim.current_target()  # the session's: taking it on changes nothing here
