@@ -266,16 +266,21 @@ class RecordedExternKernels:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         function = getattr(self._extern_kernels, name)
 
+        kernel = f"extern_kernels.{name}"
+
         def recorded(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)
-            launch_records.record(launch_records.Launch(
-                kernel=f"extern_kernels.{name}", grid=(1, 1, 1), num_warps=0,
-                meta={"extern": "eager on the backing device"},
-                target="predict" if _predicting.get() else targets.current_target(),
-                policy="extern"))
+            launch_records.record_lazily(
+                _extern_record, kernel, "predict" if _predicting.get() else targets.current_target())
             return result
         setattr(self, name, recorded)  # later calls find it without __getattr__
         return recorded
+
+
+def _extern_record(kernel: str, target: str) -> launch_records.Launch:
+    return launch_records.Launch(kernel=kernel, grid=(1, 1, 1), num_warps=0,
+                                 meta={"extern": "eager on the backing device"}, target=target,
+                                 policy="extern")
 
 
 def _decorator(kind: str) -> Callable[..., Callable[[Any], GXUKernel]]:
