@@ -885,8 +885,10 @@ def stock_inductor_outputs(prog: Program, call: int) -> list:
 
 def follows_stock_inductor(actual: Any, prog: Program, call: int, output: int,
                            cache: dict) -> bool:
-    """Whether an exact output that differs from eager is bit for bit stock Inductor's."""
-    if not prog.exact_outputs[output] or not isinstance(actual, torch.Tensor):
+    """Whether an output that differs from eager is stock Inductor's: bit for bit where the
+    output is exact, else within torch's default tolerances for its dtype with NaNs in the
+    same places (Inductor's var of one element is 0 even of a NaN, where eager's is NaN)."""
+    if not isinstance(actual, torch.Tensor):
         return False
     if call not in cache:
         try:
@@ -897,8 +899,15 @@ def follows_stock_inductor(actual: Any, prog: Program, call: int, output: int,
     if stock is None or output >= len(stock):
         return False
     theirs, ours = stock[output], actual.detach().cpu()
-    return theirs.shape == ours.shape and theirs.dtype == ours.dtype and \
-        torch.equal(_bit_pattern(theirs), _bit_pattern(ours))
+    if theirs.shape != ours.shape or theirs.dtype != ours.dtype:
+        return False
+    if prog.exact_outputs[output] or not ours.is_floating_point():
+        return torch.equal(_bit_pattern(theirs), _bit_pattern(ours))
+    try:
+        torch.testing.assert_close(ours, theirs, equal_nan=True)
+    except AssertionError:
+        return False
+    return True
 
 
 def _bit_pattern(tensor: torch.Tensor) -> torch.Tensor:

@@ -131,3 +131,21 @@ def test_softmax_of_a_permuted_input_compiles_with_row_tiling():
     def fn(a, b):
         return torch.softmax(a / (b.abs() + 1), -1)
     _compiled_matches_eager(fn, x0, x1, dynamic=True, exact=False, rtol=1e-5, atol=1e-6)
+
+
+# Found by the CPU fuzzer (seed 2026, programs 42-43) as "NaN positions differ": a 0-dim bf16
+# tensor's var(correction=1) is NaN; eager carries the NaN on through a second var, while
+# Inductor's var of one element is 0 whatever its value. Stock Inductor does the same; the
+# fuzzer now accepts an inexact output within tolerance of stock Inductor's, NaNs included.
+
+def test_var_of_one_nan_element_follows_stock_inductor():
+    x = torch.tensor(-0.625, dtype=torch.bfloat16)
+
+    def fn(a):
+        return torch.log(a.var(correction=1).tanh().abs() + 1).var(correction=0)
+    torch._dynamo.reset()
+    eager = fn(x)
+    stock = torch.compile(fn)(x)
+    ours = torch.compile(fn)(x.to("gxu")).cpu()
+    assert eager.isnan() and not stock.isnan()  # the semantics really part here
+    torch.testing.assert_close(ours, stock, equal_nan=True)
