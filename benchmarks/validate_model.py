@@ -267,9 +267,10 @@ def targets_line(summary: dict, ratios: list[dict]) -> str:
          TARGETS["worst_error"]),
         ("lowest Spearman", summary["spearman_min"], TARGETS["spearman_min"],
          summary["spearman_min"] >= TARGETS["spearman_min"]),
-        ("worst gxu/seed ratio error", worst_ratio, TARGETS["ratio_error"],
-         worst_ratio <= TARGETS["ratio_error"] and not wrong),
     ]
+    if ratios:  # only a --sweep has both policies' measurements to compare
+        checks.append(("worst gxu/seed ratio error", worst_ratio, TARGETS["ratio_error"],
+                       worst_ratio <= TARGETS["ratio_error"] and not wrong))
     return "targets: " + "; ".join(
         f"{name} {value:.2f} (target {target:.2f}) {'met' if ok else 'MISSED'}"
         for name, value, target, ok in checks) + (f"; {wrong} ratio(s) in the wrong direction"
