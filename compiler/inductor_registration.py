@@ -24,10 +24,11 @@ from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
 from torch._inductor.codegen import common as inductor_common
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.runtime.hints import DeviceProperties
 
 from gxusim import target
 from gxusim.once import once
-from gxusim.spec import current_spec
+from gxusim.spec import current_spec, on_spec_change
 
 from . import cache_key
 from .inductor_codegen import GXUScheduling
@@ -263,3 +264,7 @@ def register() -> None:
     inductor_utils.get_gpu_type()
     if DEVICE not in inductor_utils.GPU_TYPES:
         inductor_utils.GPU_TYPES.append(DEVICE)
+    # Inductor caches each device's properties for the process (`DeviceProperties.create`),
+    # and decides with them, e.g. how many ways to split a reduction (by SM count); gxu's
+    # come from the active spec, so a new spec must not be planned with the last one's.
+    on_spec_change(lambda spec: DeviceProperties.create.cache_clear())

@@ -155,14 +155,18 @@ def measure(spec: HardwareSpec, programs: Sequence[Program] = PROGRAMS,
         raise RuntimeError("gxusim calibrate times kernels on a GPU: it needs the cuda target "
                            f"(the active target is {active().name!r})")
     samples = []
-    for done, (program, result) in enumerate(mapper(measure_program, programs, spec)):
-        if isinstance(result, BaseException):
-            warnings.warn(f"calibration program {program.name!r} failed "
-                          f"({type(result).__name__}: {result}); fitting without it")
-        else:
-            samples += result
-        if progress is not None:
-            progress(done + 1, len(programs))
+    results = mapper(measure_program, programs, spec)
+    try:
+        for done, (program, result) in enumerate(results):
+            if isinstance(result, BaseException):
+                warnings.warn(f"calibration program {program.name!r} failed "
+                              f"({type(result).__name__}: {result}); fitting without it")
+            else:
+                samples += result
+            if progress is not None:
+                progress(done + 1, len(programs))
+    finally:  # an interrupted run on Ray cancels the programs still queued
+        getattr(results, "close", lambda: None)()
     if not samples:
         raise RuntimeError("no calibration program could be measured")
     return samples

@@ -23,6 +23,7 @@ tasks still outstanding.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -69,12 +70,16 @@ def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) 
     def run_on_ray(runs: list[sweep.Run], policies: Sequence[str], predict_only: bool
                    ) -> Iterator[list[dict]]:
         target = "predict" if predict_only else current_target()
-        for run, rows in map_on_ray(execute, runs, list(policies), predict_only,
-                                    uses_gpu=_runs_kernels(current_target(), predict_only),
-                                    desc="sweep on ray", unit="run"):
-            if isinstance(rows, BaseException):
-                rows = [sweep._failed(run, policy, target, rows) for policy in policies]
-            yield rows
+        results = map_on_ray(execute, runs, list(policies), predict_only,
+                             uses_gpu=_runs_kernels(current_target(), predict_only),
+                             desc="sweep on ray", unit="run")
+        # Closed here, not when collected: a Ctrl-C's traceback keeps this frame, and so the
+        # tasks, alive for as long as the caller holds the exception.
+        with contextlib.closing(results):
+            for run, rows in results:
+                if isinstance(rows, BaseException):
+                    rows = [sweep._failed(run, policy, target, rows) for policy in policies]
+                yield rows
 
     return run_on_ray
 

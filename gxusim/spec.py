@@ -12,7 +12,7 @@ import os
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 PRESET_DIR = Path(__file__).parent / "specs"
 
@@ -193,21 +193,35 @@ def current_spec() -> HardwareSpec:
         return _active
 
 
+_listeners: list[Callable[[HardwareSpec], None]] = []
+
+
+def on_spec_change(listener: Callable[[HardwareSpec], None]) -> None:
+    """Have `listener(spec)` called whenever another spec becomes active (for what caches
+    facts derived from the spec elsewhere, as Inductor does its device properties)."""
+    _listeners.append(listener)
+
+
+def _activate(spec: HardwareSpec) -> None:
+    global _active
+    with _lock:
+        changed, _active = _active is not spec, spec
+    if changed:
+        for listener in _listeners:
+            listener(spec)
+
+
 class use_spec:
     """Set the active spec; as a context manager, restore the previous one on exit."""
 
     def __init__(self, spec_or_name: Union[str, os.PathLike, HardwareSpec]):
-        global _active
         new = load_spec(spec_or_name)
         self._previous = current_spec()
-        with _lock:
-            _active = new
+        _activate(new)
         self.spec = new
 
     def __enter__(self) -> HardwareSpec:
         return self.spec
 
     def __exit__(self, *exc: object) -> None:
-        global _active
-        with _lock:
-            _active = self._previous
+        _activate(self._previous)

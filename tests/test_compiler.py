@@ -146,15 +146,29 @@ def test_autotune_candidates_are_within_the_spec_and_pass_only_kernel_parameters
     assert len({(tuple(p.meta.items()), p.num_warps, p.num_stages) for p in plans}) == len(plans)
 
 
-def _planned(fn, shape):
-    """The launches of `fn` compiled for a gxu tensor of `shape`, planned without running."""
+def _planned(fn, shape, spec="gxu"):
+    """The launches of `fn` compiled for a gxu tensor of `shape` under `spec`, planned
+    without running."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from gxusim.compiler import launcher
     torch._dynamo.reset()
     gxusim.clear_launches()
-    with FakeTensorMode(), launcher.predict_only():
+    with gxusim.use_spec(spec), FakeTensorMode(), launcher.predict_only():
         torch.compile(fn)(torch.empty(*shape, device="gxu"))
     return gxusim.launches()
+
+
+def test_inductor_sees_the_active_specs_sm_count_after_a_change():
+    """Inductor caches each device's properties for the process and decides with them (how
+    many ways to split a reduction): a new spec clears them, entering and leaving."""
+    from torch._inductor.runtime.hints import DeviceProperties
+    device = torch.device("gxu", 0)
+    many_sms = gxusim.load_spec("gxu").replace(name="gxu-132-sms", sm_count=132)
+    with gxusim.use_spec("gxu"):
+        assert DeviceProperties.create(device).multi_processor_count == 16
+        with gxusim.use_spec(many_sms):
+            assert DeviceProperties.create(device).multi_processor_count == 132
+        assert DeviceProperties.create(device).multi_processor_count == 16
 
 
 def test_gxu_asks_for_wide_tiles_where_a_reduction_loads_along_columns():
