@@ -36,6 +36,7 @@ from .target import TARGETS, current_target, set_target
 Execute = Callable[[sweep.Run, Sequence[str], bool], list[dict]]
 Runner = Callable[[list[sweep.Run], Sequence[str], bool], Iterable[list[dict]]]
 
+WAIT_S = 0.5  # longest wait for a finished task before Python looks at signals again
 MAX_RETRIES = 2  # new attempts after a worker process dies (a crash, the OOM killer, a lost node)
 
 
@@ -102,7 +103,12 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
             pending[task.remote(function, item, args, target, spec_fields)] = item
         with tqdm(total=len(items), desc=desc, unit=unit, disable=not items) as bar:
             while pending:
-                (finished,), _ = ray.wait(list(pending), num_returns=1)
+                # A bounded wait: a main thread blocked inside ray.wait may not see Ctrl-C
+                # until a task finishes, so it comes back to Python every WAIT_S.
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
+                if not ready:
+                    continue
+                finished = ready[0]
                 item = pending.pop(finished)
                 bar.update()
                 yield item, _result(ray, finished)

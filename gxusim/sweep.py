@@ -151,11 +151,14 @@ def sweep(models: Sequence[str], policies: Sequence[str], scales: Sequence[Scale
     runs = [run for run in plan_runs(models, scales, train)
             if any(run.key(p) not in finished for p in policies)]
     results = (runner or _local_runner)(runs, policies, predict_only)
-    for rows in results:
-        for row in rows:
-            finished[row_key(row)] = row
-            if on_row is not None:
-                on_row(row)
+    try:
+        for rows in results:
+            for row in rows:
+                finished[row_key(row)] = row
+                if on_row is not None:
+                    on_row(row)
+    finally:  # interrupted (Ctrl-C): a runner elsewhere cancels the runs still queued
+        getattr(results, "close", lambda: None)()
     order = [run.key(p) for run in plan_runs(models, scales, train) for p in policies]
     return [finished[key] for key in order if key in finished]
 
