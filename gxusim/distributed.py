@@ -93,6 +93,9 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
     yields its exception instead. `uses_gpu`: each task holds a GPU (it runs kernels)."""
     ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
+    # A GPU task runs in a worker of its own: a process stays on the GPU it first used,
+    # whichever GPU Ray gives its next task (max_calls=1: Ray's default for GPU tasks, but
+    # only when set in `ray.remote`).
     resources = {"num_gpus": 1, "max_calls": 1} if uses_gpu else {"num_cpus": 1}
     task = ray.remote(max_retries=MAX_RETRIES, runtime_env={"env_vars": _worker_env(target)},
                       **resources)(_call_in_worker)
@@ -118,10 +121,8 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
 
 
 def _runs_kernels(target: str, predict_only: bool) -> bool:
-    # A GPU per cuda run, so each measures its kernels alone, in a worker of its own: a
-    # process stays on the GPU it first used, whichever GPU Ray gives its next task
-    # (max_calls=1; Ray's default for GPU tasks, but only when set in `ray.remote`).
-    # Predict-only runs execute nothing, so a CPU suffices whatever the target.
+    # A GPU per cuda run, so each measures its kernels alone. Predict-only runs execute
+    # nothing, so a CPU suffices whatever the target.
     return TARGETS[target].has_triton_driver and not predict_only
 
 
