@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import sys
 import threading
 import time
@@ -236,10 +237,16 @@ def test_ctrl_c_cancels_the_outstanding_tasks(cluster):
         time.sleep(120)
 
     runner = distributed.ray_runner(None, execute=sleeping)
+    # interrupt_main does nothing unless Python handles SIGINT: give it the handler a plain
+    # Python process has (something earlier in a long session may have replaced it).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Timer(5, _thread.interrupt_main).start()  # Ctrl-C while tasks run and wait
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True, runner=runner)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True, runner=runner)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     while ray.available_resources().get("CPU", 0) < 2:  # every task gave its CPU back
         assert time.monotonic() - started < 60, f"tasks still hold {ray.available_resources()}"
         time.sleep(0.5)
