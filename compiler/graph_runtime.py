@@ -10,6 +10,9 @@ target, host memory on the emulator), as stock Inductor's wrapper runs on CUDA:
   memory (no copy);
 * `empty_strided` and `device` (which the wrapper's allocations and device arguments call)
   name the backing device where the graph says gxu;
+* `in_traced_layout(op, kernel, *args)` wraps the extern and fallback kernels whose backing
+  implementations choose their own output layout (convolutions: cuDNN, oneDNN): Inductor
+  traced them as torch lays out gxu tensors, asserts on that layout and indexes by it;
 * `GraphBoundary.leave(outputs, on_gxu)`: the graph's gxu outputs go back as gxu tensors,
   views of an input's storage where they alias one, owners of their memory otherwise.
 
@@ -29,7 +32,7 @@ from typing import Any, Optional
 import torch
 
 from gxusim import target
-from gxusim.device.ops import GraphBoundary
+from gxusim.device.ops import GraphBoundary, in_promised_layout
 
 from .launcher import predicting
 
@@ -76,3 +79,11 @@ def device(type: str, index: Optional[int] = None) -> torch.device:  # noqa: A00
     if type == DEVICE and not predicting():
         return target.backing_device()
     return torch.device(type, index)
+
+
+def in_traced_layout(op: torch._ops.OpOverload, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """`kernel(*args, **kwargs)`, which computes aten `op` on the backing device, with its
+    results in the layout torch gives `op` on gxu tensors (copied where the kernel chose
+    another)."""
+    result = kernel(*args, **kwargs)
+    return result if predicting() else in_promised_layout(op, args, kwargs, result)

@@ -130,11 +130,16 @@ class GXUScheduling(TritonScheduling):
     @classmethod
     def get_tiling_and_scores(cls, node_schedule, numel, reduction_numel=1,
                               coalesce_analysis=None):
-        # Inductor's coalescing analysis may tile a reduction over two grid axes (x and y)
-        # or two reduction axes (torch 2.13 does for a permuted input); gxu plans reductions
-        # over rows of one x axis, so such a kernel keeps Inductor's default reduction tiling.
-        tiling, scores = super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
-                                                       coalesce_analysis)
+        # The tile loop decomposes tiles over at most len(TILE_INDEX) grid axes, while
+        # Inductor's coalescing analysis may pick three for a pointwise kernel (its
+        # `max_tiles` defaults to 3 there): capping it makes Inductor choose its best tiling
+        # among those gxu can loop over. It may also tile a reduction over two grid axes (x
+        # and y) or two reduction axes (torch 2.13 does for a permuted input); gxu plans
+        # reductions over rows of one x axis, so such a kernel keeps the default reduction tiling.
+        max_tiles = min(torch._inductor.config.triton.max_tiles or len(TILE_INDEX), len(TILE_INDEX))
+        with torch._inductor.config.patch({"triton.max_tiles": max_tiles}):
+            tiling, scores = super().get_tiling_and_scores(node_schedule, numel, reduction_numel,
+                                                           coalesce_analysis)
         if reduction_numel != 1 and set(tiling) - {"x", "r0_"}:
             return cls.create_tiling([numel], [reduction_numel]), None
         return tiling, scores

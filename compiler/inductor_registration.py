@@ -16,6 +16,7 @@ Nothing here changes how cpu or cuda tensors compile: every hook is keyed by dev
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 from torch._dynamo import device_interface as dynamo_devices
@@ -34,6 +35,14 @@ from . import cache_key
 from .inductor_codegen import GXUScheduling
 
 DEVICE = "gxu"
+# Extern and fallback kernels whose backing implementations choose their results' layout
+# (cuDNN, oneDNN), by the aten op whose gxu layout Inductor traced: the wrapper calls them
+# through `graph_runtime.in_traced_layout`.
+LAYOUT_CHOOSING_KERNELS = {
+    "extern_kernels.convolution": "torch.ops.aten.convolution.default",
+    "torch.ops.aten.convolution.default": "torch.ops.aten.convolution.default",
+    "torch.ops.aten.convolution_backward.default": "torch.ops.aten.convolution_backward.default",
+}
 
 
 def device_properties(device: object = None) -> types.SimpleNamespace:
@@ -161,7 +170,7 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         # device arguments.
         self.header.splice("""
             from gxusim.compiler.launcher import RecordedExternKernels, reinterpret_tensor
-            from gxusim.compiler.graph_runtime import device, empty_strided, enter_graph
+            from gxusim.compiler.graph_runtime import device, empty_strided, enter_graph, in_traced_layout
             extern_kernels = RecordedExternKernels(extern_kernels)
         """)
 
@@ -178,6 +187,14 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         boundary = "gxu_graph" if self.get_graph_input_names() else "enter_graph()"
         self.wrapper_call.writeline(
             f"return {boundary}.leave(({', '.join(output_refs)}, ), {on_gxu!r})")
+
+    def _generate_extern_kernel_alloc_helper(self, extern_kernel: Any, args: list[str]) -> None:
+        kernel = extern_kernel.get_kernel_name()
+        op = LAYOUT_CHOOSING_KERNELS.get(kernel)
+        if op is None or isinstance(extern_kernel.layout, inductor_ir.NoneLayout):
+            return super()._generate_extern_kernel_alloc_helper(extern_kernel, args)
+        self.writeline(f"{self.declare}{extern_kernel.get_name()} = in_traced_layout("
+                       f"{op}, {kernel}, {', '.join(args)}){self.ending}")
 
     def generate(self, is_inference: bool):
         result = super().generate(is_inference)

@@ -265,7 +265,6 @@ class RecordedExternKernels:
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         function = getattr(self._extern_kernels, name)
-
         kernel = f"extern_kernels.{name}"
 
         def recorded(*args: Any, **kwargs: Any) -> Any:

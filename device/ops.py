@@ -24,6 +24,7 @@ A gxu argument's alias is cached per tensor and reused while its metadata is unc
 """
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any, Callable, NamedTuple
@@ -463,38 +464,63 @@ _CONVOLUTIONS = ("aten::convolution", "aten::_convolution", "aten::convolution_b
 _libraries: list[torch.library.Library] = []
 
 
-def _promised(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
-    """The op's results as torch's fake gxu tensors lay them out: what Inductor traced with
-    and asserts on (the meta device's answer differs: it follows the inputs' layout)."""
+def _signature(value: Any) -> Any:
+    """What a layout promise depends on: tensors by size, stride and dtype; lists as tuples."""
+    if isinstance(value, torch.Tensor):
+        return _TensorLayout(tuple(value.size()), tuple(value.stride()), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    return value
+
+
+class _TensorLayout(NamedTuple):
+    size: tuple
+    stride: tuple
+    dtype: torch.dtype
+
+
+@functools.lru_cache(maxsize=1024)
+def _promised(op: torch._ops.OpOverload, args: tuple, kwargs: tuple) -> Any:
+    """The op's results' layouts as torch lays out fake gxu tensors: what Inductor traced
+    with and asserts on (the meta device's answer differs: it follows the inputs' layout),
+    for arguments given by `_signature`."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    with FakeTensorMode() as mode:
-        fake_args, fake_kwargs = tree_map(
-            lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v, (args, kwargs))
-        return op(*fake_args, **fake_kwargs)
+
+    def fake(value: Any) -> Any:
+        if isinstance(value, _TensorLayout):
+            return torch.empty_strided(value.size, value.stride, dtype=value.dtype, device="gxu")
+        return list(map(fake, value)) if isinstance(value, tuple) else value
+    with FakeTensorMode():
+        result = op(*map(fake, args), **{k: fake(v) for k, v in kwargs})
+    return tree_map(lambda r: tuple(r.stride()) if isinstance(r, torch.Tensor) else None, result)
 
 
-def _in_layout(result: Any, promised: Any) -> Any:
-    if not isinstance(result, torch.Tensor) or result.stride() == promised.stride():
+def in_promised_layout(op: torch._ops.OpOverload, args: tuple, kwargs: dict, result: Any) -> Any:
+    """`result` of `op` (a tensor or a tuple of them, on any device) in the layout torch
+    promises for gxu: the backing kernels (cuDNN, oneDNN) may choose another one, and
+    Inductor's compiled code asserts on, and indexes by, the promised one."""
+    promised = _promised(op, _signature(args), tuple(sorted(
+        (k, _signature(v)) for k, v in kwargs.items())))
+    if isinstance(result, tuple):
+        return tuple(_in_layout(r, stride) for r, stride in zip(result, promised))
+    return _in_layout(result, promised)
+
+
+def _in_layout(result: Any, stride: tuple | None) -> Any:
+    if not isinstance(result, torch.Tensor) or stride is None or result.stride() == stride:
         return result
-    laid_out = torch.empty_strided(promised.size(), promised.stride(), dtype=result.dtype,
-                                   device=result.device)
+    laid_out = torch.empty_strided(result.size(), stride, dtype=result.dtype, device=result.device)
     return laid_out.copy_(result)
 
 
 def _convolution_kernel(name: str) -> Callable[..., Any]:
-    """The fallback for a convolution op, its results in the layout torch promises for gxu
-    (what Inductor's compiled code asserts); the backing kernels (cuDNN, oneDNN) may
-    choose another one."""
+    """The fallback for a convolution op, its results in the layout torch promises for gxu."""
     packet, _, overload = name[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
     run = _fallback_for(name)
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        result = run(*args, **kwargs)
-        promised = _promised(op, args, kwargs)
-        if isinstance(result, tuple):
-            return tuple(_in_layout(r, m) for r, m in zip(result, promised))
-        return _in_layout(result, promised)
+        return in_promised_layout(op, args, kwargs, run(*args, **kwargs))
     return kernel
 
 

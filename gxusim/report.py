@@ -1,8 +1,8 @@
 """Report: run model-suite cases on gxu, compare with eager, and print what was launched.
 
 `run_case` compiles one case for gxu (forward, or a training step), runs it on the
-current target, compares outputs (and gradients) with eager on the backing device, and
-checks every recorded launch against the active spec. `kernel_table` and `case_table`
+current target, compares outputs (and gradients) with eager, and checks every recorded
+launch against the active spec. `kernel_table` and `case_table`
 render the results as plain-text tables.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ class CaseResult:
     launches: list[Launch]
     violations: list[str]  # launches outside the spec (must stay empty)
     compile_s: float
+    eager_error: float | None = None  # training: eager gxu's own error against float64
 
 
 def _flat_outputs(model: torch.nn.Module, output: torch.Tensor, train: bool) -> list[torch.Tensor]:
@@ -51,18 +52,23 @@ def _max_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> flo
 
 def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
              train: bool = False, dynamic: bool | None = None, warm_runs: int = 0) -> CaseResult:
-    """Compile `case` for gxu, run it once, and compare with eager on the backing device.
+    """Compile `case` for gxu, run it once, and compare with eager.
 
     With `warm_runs`, the compiled model runs that many more times and the result keeps the
     launches of the last call: warm kernels, for timing (GXUSIM_TIMING=1).
 
-    Training steps are compared with eager on the CPU: once PrivateUse1 is renamed (to gxu),
-    torch takes it as the process's accelerator and autograd on plain CUDA tensors fails
-    its stream assert (pytorch/pytorch#161129), so no CUDA reference backward can run here.
+    A forward is compared with eager on the backing device, within the dtype's tolerance.
+    A training step (loss and every gradient) is judged as Dynamo's accuracy checker judges
+    a compiled model (`torch._dynamo.utils.same` with an fp64 reference): against the same
+    step in float64 on the CPU, the compiled step may be off by at most 3x what the step
+    run eagerly on gxu is off, plus a tenth of the tolerance. A fixed tolerance would not
+    do: a training step amplifies rounding (batch norm over a handful of values, TF32
+    convolutions on cuda), so exact code can be far from eager fp32 on another device. (No
+    CUDA eager reference here: once PrivateUse1 is renamed, torch takes it as the process's
+    accelerator and autograd on plain CUDA tensors fails its stream assert,
+    pytorch/pytorch#161129.)
     """
     model, inputs = case.build("gxu", scale, dtype)
-    reference_device = "cpu" if train else str(backing_device())
-    reference_model, reference_inputs = case.build(reference_device, scale, dtype)
     launch_records.clear_launches()
     compiled = torch.compile(model, dynamic=dynamic)
     start = time.perf_counter()
@@ -72,14 +78,28 @@ def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
     for _ in range(warm_runs):  # launches of the last warm call replace the first call's
         launch_records.clear_launches()
         _flat_outputs(model, compiled(*inputs), train)
-    want = _flat_outputs(reference_model, reference_model(*reference_inputs), train)
-    error = _max_error(got, want) if len(got) == len(want) else math.inf
-    spec = current_spec()
     launches = launch_records.launches()
+    eager_error = None
+    want = _step(case, "cpu", scale, torch.float64) if train else \
+        _step(case, str(backing_device()), scale, dtype, train=False)
+    error = _max_error(got, want) if len(got) == len(want) else math.inf
+    if train:
+        eager_error = _max_error(_step(case, "gxu", scale, dtype), want)
+        matches = error <= 3 * eager_error + TOLERANCE[dtype] / 10
+    else:
+        matches = error <= TOLERANCE[dtype]
+    spec = current_spec()
     violations = [str(f) for launch in launches
                   for f in limit_findings(spec, launch.grid, launch.num_warps, launch.kernel)]
-    return CaseResult(case.name, dtype, train, error <= TOLERANCE[dtype], error, launches,
-                      violations, compile_s)
+    return CaseResult(case.name, dtype, train, matches, error, launches, violations, compile_s,
+                      eager_error)
+
+
+def _step(case: Case, device: str, scale: str, dtype: torch.dtype,
+          train: bool = True) -> list[torch.Tensor]:
+    """Outputs (and gradients) of `case` run eagerly on `device`."""
+    model, inputs = case.build(device, scale, dtype)
+    return _flat_outputs(model, model(*inputs), train)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

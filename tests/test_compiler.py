@@ -190,3 +190,20 @@ def test_a_policy_without_the_column_question_answers_it_with_select_reduction()
         gxusim.use_heuristics("gxu")
     assert column.rules["XBLOCK"] == "seed.select_column_reduction"
     assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (1, 512)  # the seed's row answer
+
+
+def test_pointwise_kernel_inductor_would_tile_over_three_axes_runs_on_two():
+    # Inductor's coalescing analysis tiles this sum of three differently permuted cubes over
+    # z, y and x (seen in resnet18's backward); gxu's tile loop covers two grid axes, so
+    # Inductor must pick its best two-axis tiling instead of handing gxu a 3-axis grid.
+    def fn(a, b, c):
+        return a.permute(2, 0, 1) + b.permute(1, 2, 0) + c
+
+    a, b, c = (torch.randn(64, 64, 64) for _ in range(3))
+    torch._dynamo.reset()
+    gxusim.clear_launches()
+    actual = torch.compile(fn)(a.to("gxu"), b.to("gxu"), c.to("gxu"))
+    torch.testing.assert_close(actual.cpu(), fn(a, b, c))
+    (launch,) = gxusim.launches()
+    assert "YBLOCK" in launch.meta
+    check_launch(gxusim.current_spec(), launch.grid, launch.num_warps, launch.kernel)

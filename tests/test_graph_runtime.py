@@ -79,3 +79,18 @@ def test_training_step_gradients_are_gxu_and_match_eager():
     for parameter, want in zip(model.parameters(), expected):
         assert parameter.grad.device.type == "gxu"
         torch.testing.assert_close(parameter.grad.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_convolution_results_take_the_layout_inductor_traced_with():
+    # Inductor plans gxu convolutions from torch's fake gxu layouts (channels-last inputs,
+    # contiguous results here); the backing kernel (oneDNN, cuDNN) picks its own output
+    # layout, which the wrapper must not see: it asserts on, and indexes by, the traced one.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 16, 3, padding=1))
+    x = torch.randn(2, 3, 16, 16)
+    expected = model(x)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model.to("gxu"))(x.to("gxu"))
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)

@@ -3,10 +3,11 @@ compiled for gxu on the session's target (emulator on a CPU machine, cuda on a G
 
 torchvision's `resnet18` (convolutions run as extern kernels), a transformers GPT-2 and BERT,
 and `nn.TransformerEncoderLayer` in train mode and in eval mode (its fused fast path): each
-forward equals eager on the backing device, each training step (loss and every gradient)
-equals an eager CPU copy of the model (see `gxusim.report.run_case`), and an AMP training step
-under `torch.autocast("gxu", dtype=torch.bfloat16)` equals the same step under CPU autocast.
-Every launch stays within the gxu spec.
+forward equals eager on the backing device; each training step (loss and every gradient),
+and an AMP training step under `torch.autocast("gxu", dtype=torch.bfloat16)`, is as close to
+the step in float64 as eager gxu is (within 3x its error, `gxusim.report.run_case`: at batch
+2 resnet18's step amplifies rounding far past any fixed fp32 tolerance, and on cuda its
+TF32 convolutions add more). Every launch stays within the gxu spec.
 
 The emulator JIT-compiles each new kernel (seconds each on a cold cache, as in CI), so the
 default run keeps the cheapest model; the rest are marked `slow` (times at MARKS).
@@ -21,7 +22,7 @@ from torch import nn
 
 import gxusim
 from gxusim.models import Case
-from gxusim.report import TOLERANCE, run_case
+from gxusim.report import run_case
 
 VOCAB, WIDTH, SEQUENCE = 128, 64, 16
 
@@ -159,16 +160,9 @@ ZOO = {
 # 111 s, training step 204 s; bert forward 69 s, training step 145 s; resnet18 forward 75 s,
 # training step 83 s. The default run keeps the encoder layer's forward, its eval fast path
 # and its AMP step (~3 min); the rest are `slow`.
-# resnet18's training step stops with a clear error on both targets, never a wrong answer:
-# Inductor tiles some of its backward kernels over more axes than gxu's planner takes (on
-# cuda, a pointwise kernel over three grid axes; on the emulator, a reduction over two).
-_RESNET_TRAIN = pytest.mark.xfail(
-    strict=True, raises=(torch._inductor.exc.InductorError, NotImplementedError),
-    reason="a kernel tiled over more grid axes than gxu plans (3-axis pointwise, 2-axis "
-           "reduction): refused with NotImplementedError")
 MARKS = {
     ("resnet18", False): [pytest.mark.slow],
-    ("resnet18", True): [pytest.mark.slow, _RESNET_TRAIN],
+    ("resnet18", True): [pytest.mark.slow],
     ("gpt2", False): [pytest.mark.slow],
     ("gpt2", True): [pytest.mark.slow],
     ("bert", False): [pytest.mark.slow],
@@ -185,14 +179,14 @@ def _fresh_compiles():
     torch._dynamo.reset()
 
 
-def _check(result, tolerance: float | None = None, launches: bool = True) -> None:
+def _check(result, launches: bool = True) -> None:
     assert result.launches or not launches, f"{result.name}: no gxu kernel was launched"
     assert not result.violations, result.violations
     assert all(launch.target == gxusim.current_target() for launch in result.launches)
     errors = [str(f) for launch in result.launches for f in launch.findings if f.severity == "error"]
     assert not errors, errors
-    limit = TOLERANCE[result.dtype] if tolerance is None else tolerance
-    assert result.max_error <= limit, f"{result.name}: max relative error {result.max_error} > {limit}"
+    assert result.matches_eager, (f"{result.name}: max relative error {result.max_error} "
+                                  f"(eager gxu's own: {result.eager_error})")
 
 
 def _params(train: bool):
@@ -235,13 +229,13 @@ def test_encoder_layer_eval_fast_path(monkeypatch):
 
 @pytest.mark.parametrize("name", [pytest.param("encoder_layer"),
                                   pytest.param("gpt2", marks=[pytest.mark.slow])])
-def test_amp_training_step_matches_cpu_autocast(name):
-    """One training step under torch.autocast("gxu", dtype=torch.bfloat16), compiled, equals
-    the eager step under torch.autocast("cpu", dtype=torch.bfloat16), within bf16 tolerance."""
+def test_amp_training_step_matches_eager(name):
+    """One training step under torch.autocast("gxu", dtype=torch.bfloat16), compiled, is as
+    close to the step in float64 as the eager gxu step under autocast is (run_case's rule)."""
     make, inputs = ZOO[name]
     result = run_case(_case(f"{name}_amp", make, inputs, train=True, wrap=Autocast), "cpu",
                       train=True)
-    _check(result, tolerance=TOLERANCE[torch.bfloat16])
+    _check(result)
 
 
 @pytest.mark.xfail(strict=True, reason=(
