@@ -14,7 +14,7 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (accepted values,
     "GXUSIM_EMULATOR": (("numba", "interpreter"), "numba"),
 }
 FLAGS = {"GXUSIM_LOG": ("decisions",)}  # comma-separated subsets
-INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 100_000}  # non-negative
+INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000}  # non-negative
 
 
 class SettingError(ValueError):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gxusim
+from gxusim import environment
 from gxusim import target as targets
 from gxusim.compiler import launcher
 from gxusim.compiler.plan import KernelShape, PolicyError, plan_launch
@@ -132,7 +133,7 @@ def test_launch_history_is_a_ring_of_the_latest_records():
         with pytest.raises(ValueError, match="non-negative"):
             gxusim.set_launch_history(-1)
     finally:
-        gxusim.set_launch_history(100_000)
+        gxusim.set_launch_history(environment.integer("GXUSIM_LAUNCH_HISTORY"))
         records.restore(saved)
 
 
