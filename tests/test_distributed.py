@@ -111,6 +111,19 @@ def test_a_predict_only_sweep_on_ray_gives_the_local_rows(cluster, local_predict
 
 
 @needs_ray
+@pytest.mark.cuda
+def test_a_cuda_sweep_on_ray_holds_a_gpu_per_run_and_gives_the_local_rows(cluster):
+    """On the cuda target each run is a task holding one of the cluster's GPUs, in a worker
+    process of its own (see `distributed.map_on_ray`); its rows are the local sweep's."""
+    assert ray.cluster_resources().get("GPU", 0) >= 1, ray.cluster_resources()
+    local_rows = sweep.sweep(MODELS, POLICIES, SIZES)
+    rows = sweep.sweep(MODELS, POLICIES, SIZES, runner=distributed.ray_runner(None))
+    assert untimed(rows) == untimed(local_rows)
+    assert {row["target"] for row in rows} == {"cuda"}
+    assert all(row["matches_eager"] and not row["error"] for row in rows)
+
+
+@needs_ray
 def test_a_spec_reaches_the_workers(cluster):
     spec = gxusim.current_spec().replace(name="slow-dram", mem_bandwidth=1e9)
     with gxusim.use_spec(spec):
