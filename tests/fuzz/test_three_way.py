@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -48,3 +50,20 @@ def test_three_way_driver_end_to_end(tmp_path: Path):
         assert rec["status"] in ("ok", "unsupported") and rec["calls"]
     assert (tmp_path / "failures.jsonl").read_text() == ""
     assert len(json.loads((tmp_path / "programs.json").read_text())) == 3
+
+
+def test_a_terminated_driver_leaves_no_worker_running(tmp_path: Path):
+    # Workers run in sessions of their own (a hung one is killed with its process group), so
+    # a driver stopped by `timeout` must stop them itself.
+    env = {k: v for k, v in os.environ.items() if k != "GXUSIM_TARGET"}
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "tests.fuzz.three_way", "--examples", "20", "--seed", "6",
+         "--out", str(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "results").glob("*/current-*")) and time.monotonic() < deadline:
+        time.sleep(0.5)  # until a worker has begun a program
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 128 + signal.SIGTERM
+    workers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert workers.stdout == "", workers.stdout

@@ -214,6 +214,12 @@ class Shard:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
 
+    def stop(self) -> None:
+        """Kill the worker (its whole process group) if it still runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
     def current(self) -> Optional[tuple[int, float]]:
         try:
             i, t = (self.results / f"current-{self.wid}").read_text().split()
@@ -276,18 +282,22 @@ def run_all(progs: list[Program], out: Path, gpu_target: str, jobs: int, timeout
     done_at: dict[str, float] = {}
     last = 0.0
     pending = list(shards)
-    while pending:
-        time.sleep(0.5)
-        pending = [s for s in pending if not s.poll(programs_file)]
-        for side in sides:
-            if side not in done_at and not any(s.side == side for s in pending):
-                done_at[side] = time.perf_counter() - start
-        if time.perf_counter() - last > 30:
-            last = time.perf_counter()
-            counts = {side: sum(len(s.indices) - len(s.missing()) for s in shards if s.side == side)
-                      for side in sides}
-            print(f"[three-way] {time.perf_counter() - start:.0f} s: done {counts} of "
-                  f"{len(progs)}", flush=True)
+    try:
+        while pending:
+            time.sleep(0.5)
+            pending = [s for s in pending if not s.poll(programs_file)]
+            for side in sides:
+                if side not in done_at and not any(s.side == side for s in pending):
+                    done_at[side] = time.perf_counter() - start
+            if time.perf_counter() - last > 30:
+                last = time.perf_counter()
+                counts = {side: sum(len(s.indices) - len(s.missing()) for s in shards
+                                    if s.side == side) for side in sides}
+                print(f"[three-way] {time.perf_counter() - start:.0f} s: done {counts} of "
+                      f"{len(progs)}", flush=True)
+    finally:  # stopped early (Ctrl-C, SIGTERM from `timeout`): workers run in sessions of
+        for shard in pending:  # their own, so nothing else would stop them
+            shard.stop()
     return done_at
 
 
@@ -449,6 +459,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker_main(args)
+    # SIGTERM (`timeout`, a job scheduler) unwinds like Ctrl-C, so the workers are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     start = time.perf_counter()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gxusim-three-way-"))
