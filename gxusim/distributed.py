@@ -59,8 +59,18 @@ def connect(address: Optional[str] = None) -> Any:
     unless `$RAY_ADDRESS` names one). A process already connected keeps its cluster."""
     ray = _import_ray()
     if not ray.is_initialized():
-        ray.init(address=address)
+        ray.init(address=address, **local_gpus(address))
     return ray
+
+
+def local_gpus(address: Optional[str] = None) -> dict[str, int]:
+    """`ray.init`'s GPU count for a cluster started here: the GPUs torch sees, which are
+    the ones the cuda target runs on (Ray counts them its own way, through NVML); nothing
+    for a cluster that exists already (`address`, `$RAY_ADDRESS`)."""
+    if address or os.environ.get("RAY_ADDRESS"):
+        return {}
+    import torch
+    return {"num_gpus": torch.cuda.device_count()}
 
 
 def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) -> Runner:
