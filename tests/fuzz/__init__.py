@@ -42,4 +42,8 @@ shrinking) at the first, give a log file::
 
 A failure prints the program as Python source (`fn`), its input recipe and both sizes of a
 dynamic run; `programs.Program.from_json` / `run_program` replay it outside hypothesis.
+
+A process keeps every kernel the emulator compiled for it (numba does not free machine
+code): about 30 MB a program, so run a few hundred programs per process and reach
+thousands with several processes on different seeds.
 """
