@@ -94,3 +94,17 @@ def test_convolution_results_take_the_layout_inductor_traced_with():
     with torch.no_grad():
         got = torch.compile(model.to("gxu"))(x.to("gxu"))
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_warm_launches_share_their_counted_facts():
+    # A long run keeps up to GXUSIM_LAUNCH_HISTORY records: a warm launch that counted the
+    # same facts as the one before refers to that launch's facts instead of a copy (on the
+    # emulator target they are counted again on every run; elsewhere they come from the plan).
+    x = torch.randn(4096, device="gxu")
+    compiled = torch.compile(lambda t: (t * 3).relu())
+    compiled(x)
+    gxusim.clear_launches()
+    compiled(x)
+    compiled(x)
+    first, second = gxusim.launches()
+    assert first.facts is not None and second.facts is first.facts
