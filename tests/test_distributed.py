@@ -112,10 +112,6 @@ def test_a_predict_only_sweep_on_ray_gives_the_local_rows(cluster, local_predict
 
 @needs_ray
 @pytest.mark.cuda
-@pytest.mark.xfail(strict=True, reason=(
-    "failed on the H200 (Ray 2.60 from carried wheels, torch 2.11): the cluster started and a "
-    "predict-only sweep on it passed; the GPU budget ran out before the cause was read. Local "
-    "clusters now get the GPU count torch sees, in case Ray's detection was it (not run there)"))
 def test_a_cuda_sweep_on_ray_holds_a_gpu_per_run_and_gives_the_local_rows(cluster):
     """On the cuda target each run is a task holding one of the cluster's GPUs, in a worker
     process of its own (see `distributed.map_on_ray`); its rows are the local sweep's."""

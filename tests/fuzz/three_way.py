@@ -23,7 +23,9 @@ programs and the two-way comparison with eager on the CPU).
    failure;
 4. prints a table (programs, ok, unsupported, failures by kind, time) and writes one JSON
    line per failing program (program, description, input recipe, per-target errors, output
-   diffs) to OUT/failures.jsonl. Exit status 1 when anything failed.
+   diffs) to OUT/failures.jsonl. Exit status 1 when anything failed. The comparison runs
+   once both sides have a result for every program; `--compare` runs it alone, on results
+   the two sides saved in OUT (say, each on its own machine or in its own process).
 
 `--gpu-target auto` (the default) uses cuda when torch sees a GPU; without one, the "gpu"
 side runs on the emulator as well and eager CUDA is skipped, which tests the plumbing end to
@@ -453,6 +455,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="run one side only: 'gpu' on the GPU machine (saves its results), "
                          "then 'emulator' elsewhere with --programs OUT/programs.json --out OUT "
                          "(the emulator is the slow side: it can run on CPU machines)")
+    ap.add_argument("--compare", action="store_true",
+                    help="run nothing: compare the results both sides saved in --out "
+                         "(with --programs OUT/programs.json)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--results", help=argparse.SUPPRESS)
     ap.add_argument("--indices", help=argparse.SUPPRESS)
@@ -465,7 +470,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     start = time.perf_counter()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gxusim-three-way-"))
     out.mkdir(parents=True, exist_ok=True)
-    sides = SIDES if args.sides == "both" else (args.sides,)
+    sides = () if args.compare else SIDES if args.sides == "both" else (args.sides,)
+    if args.compare and not (args.out and args.programs):
+        ap.error("--compare needs --out (the folder both sides saved into) and --programs")
     # A previous run's outputs in the same folder, except the other side's saved results.
     for stale in ["logs", "failures.jsonl"] + [f"results/{side}" for side in sides]:
         p = out / stale
@@ -485,17 +492,27 @@ def main(argv: Optional[list[str]] = None) -> int:
                          args.strategy)
     (out / "programs.json").write_text(json.dumps([p.to_json() for p in progs]))
     gen_s = time.perf_counter() - start
-    print(f"[three-way] {len(progs)} programs ({gen_s:.0f} s to draw); gpu side: {gpu_target}"
-          f"{'' if gpu_target == 'cuda' else ' (no GPU: plumbing mode, eager CUDA skipped)'}; "
-          f"output in {out}", flush=True)
+    if args.compare:
+        print(f"[three-way] comparing the saved results of {len(progs)} programs in {out}")
+    else:
+        print(f"[three-way] {len(progs)} programs ({gen_s:.0f} s to draw); gpu side: "
+              f"{gpu_target}"
+              f"{'' if gpu_target == 'cuda' else ' (no GPU: plumbing mode, eager CUDA skipped)'}"
+              f"; output in {out}", flush=True)
 
     side_s = run_all(progs, out, gpu_target, max(1, args.jobs), args.timeout, sides)
-    missing = [side for side in SIDES if not (out / "results" / side).is_dir()]
-    if missing:
+    # A side is done when every program has its result; the other side may still be running.
+    # --compare judges what both sides have (a run cut short by a time limit) and counts the rest.
+    has_results = [all((out / "results" / side / f"{i}.pt").exists() for side in SIDES)
+                   for i in range(len(progs))]
+    missing = [side for side in SIDES
+               if not all((out / "results" / side / f"{i}.pt").exists() for i in range(len(progs)))]
+    if missing and not args.compare:
         print(f"[three-way] {', '.join(sides)} side done in {max(side_s.values(), default=0):.0f} s; results in {out}/results. "
-              f"Compare once the {' and '.join(missing)} side has run: python3 -m "
-              f"tests.fuzz.three_way --sides {missing[0]} --programs {out}/programs.json "
-              f"--out {out}", flush=True)
+              f"Compare once the {' and '.join(missing)} side has run (its run compares at "
+              f"the end; if it is running elsewhere, copy its results here and add --compare): "
+              f"python3 -m tests.fuzz.three_way --sides {missing[0]} --programs "
+              f"{out}/programs.json --out {out}", flush=True)
         return 0
 
     outcomes: collections.Counter = collections.Counter()
@@ -504,6 +521,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     unsupported: collections.Counter = collections.Counter()
     with open(out / "failures.jsonl", "w") as fj:
         for i, prog in enumerate(progs):
+            if not has_results[i]:
+                continue
             res = {side: torch.load(out / "results" / side / f"{i}.pt", weights_only=True)
                    for side in SIDES}
             try:
@@ -531,15 +550,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"  unsupported x{n}: {reason}")
     total = time.perf_counter() - start
     rows: list[tuple[str, Any]] = [
-        ("programs", len(progs)), ("ok", outcomes["ok"]), ("unsupported", outcomes["unsupported"]),
+        ("programs", len(progs)),
+        ("  without a result on both sides (not judged)", has_results.count(False)),
+        ("ok", outcomes["ok"]), ("unsupported", outcomes["unsupported"]),
         ("failures (programs)", outcomes["failure"])]
     rows += [(f"  {label}", by_kind[kind]) for kind, label in KINDS.items()]
     if by_kind["compare"]:
         rows.append(("  comparison crashed", by_kind["compare"]))
     rows += [(k, v) for k, v in sorted(stats.items())]
-    if progs:  # the side that ran the "gpu" results, maybe on another machine
-        gpu_target = torch.load(out / "results" / "gpu" / "0.pt", weights_only=True).get(
-            "target", gpu_target)
+    if True in has_results:  # the side that ran the "gpu" results, maybe on another machine
+        gpu_target = torch.load(out / "results" / "gpu" / f"{has_results.index(True)}.pt",
+                                weights_only=True).get("target", gpu_target)
     rows += [("gpu side target", gpu_target + ("" if gpu_target == "cuda" else
                                                " (plumbing mode: no eager CUDA)")),
              ("time", f"{total:.0f} s (draw {gen_s:.0f} s, gpu side {side_s.get('gpu', 0):.0f} s, "
