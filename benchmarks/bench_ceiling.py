@@ -12,7 +12,10 @@ and times, kernel by kernel (`triton.testing.do_bench`, median, kernels alone):
 Beside them: eager CUDA and stock Inductor (uncapped), whole calls. Every candidate's output
 is checked against the compiled kernel's, and the compiled output against eager.
 
-    python benchmarks/bench_ceiling.py [--quick] [--json OUT.json] [--cases NAME ...]
+    python benchmarks/bench_ceiling.py [--quick] [--json OUT.json] [--cases NAME ...] [--ray [ADDRESS]]
+
+With `--ray`, each case's search is a Ray task holding one GPU (`gxusim.distributed`): a
+machine's or a cluster's GPUs search N cases at once, and the rows are the same.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import dataclasses
 import json
 import math
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -167,31 +170,54 @@ def _table(rows: list[dict]) -> str:
         f"{min(r['ceiling_s'] / r['gxu_s'] for r in rows):.3f}."
 
 
+def measure_case(case: Case) -> dict:
+    """One case's row, measured on this process's GPU under the current spec."""
+    start = time.perf_counter()
+    torch.cuda.empty_cache()  # the last case's tensors are gone: give their memory back
+    row = run_case(case, gxusim.current_spec())
+    return {**row, "search_s": time.perf_counter() - start}
+
+
+def measured(chosen: list[Case], ray: str | None) -> Iterator[tuple[Case, dict | Exception]]:
+    """(case, its row or the error it failed with), in this process, or on the Ray cluster
+    at `ray` ("local": one started here), one GPU per case, as cases finish."""
+    if ray is None:
+        for case in chosen:
+            try:
+                yield case, measure_case(case)
+            except Exception as error:  # one failed case is reported, the rest still run
+                yield case, error
+        return
+    from gxusim import distributed
+    distributed.connect(None if ray == "local" else ray)
+    yield from distributed.map_on_ray(measure_case, chosen, uses_gpu=True,
+                                      desc="ceiling on ray", unit="case")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 1G-element cases")
     parser.add_argument("--cases", nargs="*", help="substrings of case names to run")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="search each case as a Ray task holding a GPU, on a local "
+                             "cluster or the one at ADDRESS (needs pip install 'gxusim[ray]')")
     args = parser.parse_args()
     if gxusim.current_target() != "cuda":
         raise SystemExit("bench_ceiling times kernels on a GPU: it needs the cuda target")
-    spec = gxusim.current_spec()
     chosen = [c for c in cases(args.quick) if not args.cases or any(s in c.name for s in args.cases)]
     rows = []
-    for case in chosen:
-        start = time.perf_counter()
-        torch.cuda.empty_cache()  # the last case's tensors are gone: give their memory back
-        try:
-            rows.append(run_case(case, spec))
-        except Exception as error:  # one failed case is reported, the rest still run
-            print(f"{case.name}: FAILED {type(error).__name__}: {str(error)[:300]}", flush=True)
+    for case, row in measured(chosen, args.ray):
+        if isinstance(row, Exception):
+            print(f"{case.name}: FAILED {type(row).__name__}: {str(row)[:300]}", flush=True)
             continue
-        row = rows[-1]
-        print(f"{case.name}: {row['candidates']} configs in {time.perf_counter() - start:.0f} s; "
+        rows.append(row)
+        print(f"{case.name}: {row['candidates']} configs in {row['search_s']:.0f} s; "
               f"TB/s seed {row['bytes'] / row['seed_s'] / 1e12:.2f} gxu "
               f"{row['bytes'] / row['gxu_s'] / 1e12:.2f} ceiling "
               f"{row['bytes'] / row['ceiling_s'] / 1e12:.2f} ({row['ceiling_config'][:50]})",
               flush=True)
+        rows.sort(key=lambda r: [c.name for c in chosen].index(r["case"]))
         if args.json:  # after every case: a run cut short keeps what it measured
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)

@@ -1,18 +1,22 @@
-"""A sweep run locally against the same sweep on a local Ray cluster of 1 and of 2 workers.
+"""A sweep run locally against the same sweep on a local Ray cluster: of 1 and of 2 CPU
+workers, or (`--gpus N`, cuda target) of 1 and of N GPUs.
 
     python benchmarks/bench_distributed.py [--models M ...] [--policies P ...] [--sizes N ...]
     python benchmarks/bench_distributed.py --predict-only --sizes 1M 16M 256M [--repeat 3]
+    GXUSIM_TARGET=cuda python benchmarks/bench_distributed.py --gpus 2 --sizes 64K 1M ...
 
-Each variant runs in a fresh process with an empty cache folder (`GXUSIM_CACHE_DIR`), so
-every variant compiles every kernel, as a sweep of new models or sizes does: the same work
-in one process, one worker or two. (A warm folder would not be fair: the emulator numbers
-IR values with a process-wide counter, so a worker that ran other runs first generates
-other source for the same kernel and misses the cache.)
+Each variant runs in a fresh process with empty cache folders (`GXUSIM_CACHE_DIR`, and
+Triton's), so every variant compiles every kernel, as a sweep of new models or sizes does:
+the same work in one process, on one worker or on several. (A warm folder would not be
+fair: the emulator numbers IR values with a process-wide counter, so a worker that ran
+other runs first generates other source for the same kernel and misses the cache.)
 
-"startup" is `ray.init` plus the workers importing torch and gxusim (once per cluster, not
-per sweep); "sweep" is `sweep.sweep` itself. With `--repeat N` the variants take turns N
-times and each keeps its best time (other jobs on the machine only ever add time). Prints
-both with each variant's ratio to the local sweep, and checks that all gave the same rows.
+"startup" is `ray.init` plus, for CPU workers, the workers importing torch and gxusim (once
+per cluster, not per sweep); "sweep" is `sweep.sweep` itself (for GPU work it includes
+starting one worker per GPU, which a sweep does each time). With `--repeat N` the variants
+take turns N times and each keeps its best time (other jobs on the machine only ever add
+time). Prints both with each variant's ratio to the local sweep and its speed-up over the
+first Ray variant (throughput: same runs), and checks that all gave the same rows.
 """
 from __future__ import annotations
 
@@ -27,8 +31,14 @@ import time
 from gxusim.cli import _size
 from gxusim.report import format_table
 
-VARIANTS = {"local": None, "ray, 1 worker": 1, "ray, 2 workers": 2}  # name -> Ray CPUs
 TIMING = ("measured_s",)
+
+
+def variants(gpus: int | None) -> dict[str, dict | None]:
+    """Variant name -> the resources of its local Ray cluster (None: no Ray)."""
+    if gpus:  # what the GPUs add, not Ray against one process: no local variant
+        return {"ray, 1 GPU": {"num_gpus": 1}, f"ray, {gpus} GPUs": {"num_gpus": gpus}}
+    return {"local": None, "ray, 1 worker": {"num_cpus": 1}, "ray, 2 workers": {"num_cpus": 2}}
 
 
 def _idle(run, policies, predict_only):
@@ -37,14 +47,16 @@ def _idle(run, policies, predict_only):
     return []
 
 
-def _start_cluster(cpus: int) -> None:
-    """A local cluster of `cpus` CPUs, with a worker on each that has imported gxusim."""
+def _start_cluster(resources: dict) -> None:
+    """A local cluster with `resources`. With CPUs only, a worker on each has imported
+    gxusim; GPU workers start with each sweep (`distributed.map_on_ray`)."""
     import ray
 
     from gxusim import distributed, sweep
-    ray.init(num_cpus=cpus, log_to_driver=False)
-    list(distributed.ray_runner(None, execute=_idle)([sweep.Run("add_relu", "cpu")] * cpus,
-                                                     [], False))
+    ray.init(log_to_driver=False, **resources)
+    if "num_cpus" in resources:
+        list(distributed.ray_runner(None, execute=_idle)(
+            [sweep.Run("add_relu", "cpu")] * resources["num_cpus"], [], False))
 
 
 def variant(args: argparse.Namespace) -> dict:
@@ -52,8 +64,8 @@ def variant(args: argparse.Namespace) -> dict:
     from gxusim import distributed, sweep
     started = time.perf_counter()
     runner = None
-    if args.ray_cpus:
-        _start_cluster(args.ray_cpus)
+    if args.ray_resources:
+        _start_cluster(json.loads(args.ray_resources))
         runner = distributed.ray_runner(None)
     ready = time.perf_counter()
     rows = sweep.sweep(args.models, args.policies, args.sizes or ["cpu"],
@@ -68,12 +80,13 @@ def _untimed(row: dict) -> dict:
                         for kernel in row["kernels"]]}
 
 
-def _run_variant(argv: list[str], cpus: int | None) -> dict:
+def _run_variant(argv: list[str], resources: dict | None) -> dict:
     command = [sys.executable, __file__, *argv, "--variant",
-               *([f"--ray-cpus={cpus}"] if cpus else [])]
+               *([f"--ray-resources={json.dumps(resources)}"] if resources else [])]
     with tempfile.TemporaryDirectory(prefix="gxusim-bench-cache-") as cache:
         done = subprocess.run(command, capture_output=True, text=True,
-                              env={**os.environ, "GXUSIM_CACHE_DIR": cache})
+                              env={**os.environ, "GXUSIM_CACHE_DIR": cache,
+                                   "TRITON_CACHE_DIR": os.path.join(cache, "triton")})
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -81,22 +94,23 @@ def _run_variant(argv: list[str], cpus: int | None) -> dict:
 
 def compare(args: argparse.Namespace, argv: list[str]) -> str:
     """Run every variant, and the side-by-side table."""
-    tries: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    tries: dict[str, list[dict]] = {name: [] for name in variants(args.gpus)}
     for turn in range(args.repeat):  # in turns, so that a busy spell hits every variant
-        for name, cpus in VARIANTS.items():
-            result = _run_variant(argv, cpus)
+        for name, resources in variants(args.gpus).items():
+            result = _run_variant(argv, resources)
             tries[name].append(result)
             print(f"{name} ({turn + 1}/{args.repeat}): startup {result['startup_s']:.1f} s, "
                   f"sweep {result['sweep_s']:.1f} s", file=sys.stderr, flush=True)
     best = {name: {"startup_s": min(t["startup_s"] for t in results),
                    "sweep_s": min(t["sweep_s"] for t in results)}
             for name, results in tries.items()}
-    local_rows = tries["local"][0]["rows"]
+    first_rows = next(iter(tries.values()))[0]["rows"]
     differing = sorted({name for name, results in tries.items() for t in results
-                        if t["rows"] != local_rows})
-    return "\n".join([_heading(args, local_rows), _table(best),
-                      f"ROWS DIFFER from the local sweep: {differing}" if differing
-                      else "every variant gave the local rows"])
+                        if t["rows"] != first_rows})
+    first = next(iter(tries))
+    return "\n".join([_heading(args, first_rows), _table(best),
+                      f"ROWS DIFFER from the {first} sweep's: {differing}" if differing
+                      else f"every variant gave the {first} sweep's rows"])
 
 
 def _heading(args: argparse.Namespace, rows: list[dict]) -> str:
@@ -108,12 +122,18 @@ def _heading(args: argparse.Namespace, rows: list[dict]) -> str:
 
 
 def _table(best: dict[str, dict]) -> str:
-    local = best["local"]
+    local = best.get("local")
+    first_ray = next(t for name, t in best.items() if name != "local")
+
+    def to_local(seconds: float, local_seconds: float) -> str:
+        return f"{seconds / local_seconds:.2f}" if local else ""
     return format_table(
-        ("variant", "startup s", "sweep s", "sweep / local", "startup + sweep / local"),
+        ("variant", "startup s", "sweep s", "sweep / local", "startup + sweep / local",
+         "speed-up over the first ray variant"),
         [(name, f"{t['startup_s']:.1f}", f"{t['sweep_s']:.1f}",
-          f"{t['sweep_s'] / local['sweep_s']:.2f}",
-          f"{(t['startup_s'] + t['sweep_s']) / (local['startup_s'] + local['sweep_s']):.2f}")
+          to_local(t["sweep_s"], local and local["sweep_s"]),
+          to_local(t["startup_s"] + t["sweep_s"], local and local["startup_s"] + local["sweep_s"]),
+          "" if name == "local" else f"{first_ray['sweep_s'] / t['sweep_s']:.2f}")
          for name, t in best.items()])
 
 
@@ -126,8 +146,10 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--sizes", nargs="+", type=_size, help="elements (e.g. 1M 2**24); "
                                                              "default: the cpu scale")
     root.add_argument("--repeat", type=int, default=1, help="turns per variant (best kept)")
+    root.add_argument("--gpus", type=int, help="compare Ray clusters of 1 and of N GPUs "
+                                               "(cuda target) instead of 1 and 2 CPUs")
     root.add_argument("--variant", action="store_true", help=argparse.SUPPRESS)
-    root.add_argument("--ray-cpus", type=int, help=argparse.SUPPRESS)
+    root.add_argument("--ray-resources", help=argparse.SUPPRESS)
     return root
 
 

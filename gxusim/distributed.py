@@ -5,10 +5,11 @@ machines and GPUs.
 `map_on_ray(function, items, ...)` is the one mechanism: it calls `function(item, *args)` for
 every item as a task, in a worker that first takes on the driver's target, spec and
 `GXUSIM_*` settings, and yields the results as tasks finish. Work that runs kernels on a GPU
-holds one GPU per task (N GPUs run N at once), anything else one CPU. `ray_runner(address)`
+goes to one long-lived worker per GPU of the cluster (N GPUs run N items at once, each
+worker warm after its first), anything else is a task holding one CPU. `ray_runner(address)`
 is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
---ray` measures its programs with it. Ray is an optional extra (`pip install 'gxusim[ray]'`),
-imported by this module only.
+--ray` and `benchmarks/bench_ceiling.py --ray` measure their programs and cases with it. Ray
+is an optional extra (`pip install 'gxusim[ray]'`), imported by this module only.
 
 Caches: workers share the cache folder (`gxusim.cache`) rather than get one each. Its files
 are named by the hash of what they hold and written atomically (numba's machine code too),
@@ -19,7 +20,7 @@ workers use their own node's folder unless the driver sets `GXUSIM_CACHE_DIR`.
 Failures: a task whose worker process dies is retried (`MAX_RETRIES`); one that still fails,
 or whose worker cannot take on the driver's settings, yields its error in place of a result
 (a sweep makes it one error row per policy and goes on). Leaving early (Ctrl-C) cancels the
-tasks still outstanding.
+tasks still outstanding and stops the GPU workers.
 """
 from __future__ import annotations
 
@@ -98,24 +99,25 @@ def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) 
 def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
                uses_gpu: bool, desc: str = "ray tasks", unit: str = "task"
                ) -> Iterator[tuple[Any, Any]]:
-    """(item, `function(item, *args)`) for every item, each computed as a task on the
-    connected cluster (`connect`) and yielded as it finishes; a task that failed for good
-    yields its exception instead. `uses_gpu`: each task holds a GPU (it runs kernels)."""
+    """(item, `function(item, *args)`) for every item, each computed on the connected
+    cluster (`connect`) and yielded as it finishes; an item that failed for good yields its
+    exception instead. `uses_gpu`: each call holds a GPU (it runs kernels)."""
     ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
-    # A GPU task runs in a worker of its own: a process stays on the GPU it first used,
-    # whichever GPU Ray gives its next task (max_calls=1: Ray's default for GPU tasks, but
-    # only when set in `ray.remote`).
-    resources = {"num_gpus": 1, "max_calls": 1} if uses_gpu else {"num_cpus": 1}
-    task = ray.remote(max_retries=MAX_RETRIES, runtime_env={"env_vars": _worker_env(target)},
-                      **resources)(_call_in_worker)
     spec_fields = current_spec().as_dict()  # a spec read from a driver-side file travels too
-    pending: dict[Any, Any] = {}  # task -> its item
+    workers = (_GPUWorkers if uses_gpu else _CPUTasks)(ray, target)
+    remaining = iter(items)
+    pending: dict[Any, Any] = {}  # object ref -> its item
     try:
-        for item in items:
-            pending[task.remote(function, item, args, target, spec_fields)] = item
         with tqdm(total=len(items), desc=desc, unit=unit, disable=not items) as bar:
-            while pending:
+            while True:
+                while workers.free():
+                    item = next(remaining, _DONE)
+                    if item is _DONE:
+                        break
+                    pending[workers.submit(function, item, args, target, spec_fields)] = item
+                if not pending:
+                    return
                 # A bounded wait: a main thread blocked inside ray.wait may not see Ctrl-C
                 # until a task finishes, so it comes back to Python every WAIT_S.
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
@@ -123,11 +125,87 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
                     continue
                 finished = ready[0]
                 item = pending.pop(finished)
+                result = _result(ray, finished)
+                workers.release(finished, result)
                 bar.update()
-                yield item, _result(ray, finished)
+                yield item, result
     finally:  # Ctrl-C or a caller that stopped early: nothing of this work keeps running
-        for outstanding in pending:
-            ray.cancel(outstanding, force=True)
+        workers.stop(list(pending))
+
+
+_DONE = object()
+
+
+class _CPUTasks:
+    """Every item a task holding one CPU, submitted at once: Ray queues them onto free CPUs,
+    and workers are reused from one task to the next."""
+
+    def __init__(self, ray: Any, target: str):
+        self.ray = ray
+        self.task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES,
+                               runtime_env={"env_vars": _worker_env(target)})(_call_in_worker)
+
+    def free(self) -> bool:
+        return True
+
+    def submit(self, *call: Any) -> Any:
+        return self.task.remote(*call)
+
+    def release(self, ref: Any, result: Any) -> None:
+        pass
+
+    def stop(self, outstanding: list[Any]) -> None:
+        for ref in outstanding:
+            self.ray.cancel(ref, force=True)
+
+
+class _GPUWorkers:
+    """One long-lived worker (a Ray actor) per GPU of the cluster, fed one item at a time.
+
+    A process keeps the GPU it first used (Ray names it in CUDA_VISIBLE_DEVICES before the
+    process starts CUDA), so a GPU's work stays in one process: it imports torch and gxusim
+    and warms up Inductor once, not once per item. A worker whose process dies is restarted
+    and its item retried (`MAX_RETRIES`); one that died for good is replaced."""
+
+    def __init__(self, ray: Any, target: str):
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus < 1:
+            raise RuntimeError(
+                f"the Ray cluster has no GPU, and each {target} run needs one: start it on a "
+                "machine with GPUs (ray start --num-gpus N) or connect to one that has them")
+        self.ray = ray
+        self.actor_class = ray.remote(
+            num_gpus=1, max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES,
+            runtime_env={"env_vars": _worker_env(target)})(_GPUWorker)
+        self.idle = [self.actor_class.remote() for _ in range(gpus)]
+        self.busy: dict[Any, Any] = {}  # object ref -> the worker computing it
+
+    def free(self) -> bool:
+        return bool(self.idle)
+
+    def submit(self, *call: Any) -> Any:
+        worker = self.idle.pop()
+        ref = worker.call.remote(*call)
+        self.busy[ref] = worker
+        return ref
+
+    def release(self, ref: Any, result: Any) -> None:
+        worker = self.busy.pop(ref)
+        if isinstance(result, self.ray.exceptions.RayActorError):  # out of restarts
+            self.ray.kill(worker)
+            worker = self.actor_class.remote()
+        self.idle.append(worker)
+
+    def stop(self, outstanding: list[Any]) -> None:
+        for worker in self.idle + list(self.busy.values()):
+            self.ray.kill(worker)  # stops what it runs; its GPU returns to the cluster
+
+
+class _GPUWorker:
+    """The process behind one GPU (see `_GPUWorkers`)."""
+
+    def call(self, *call: Any) -> Any:
+        return _call_in_worker(*call)
 
 
 def _runs_kernels(target: str, predict_only: bool) -> bool:

@@ -42,10 +42,11 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster(cache):
     """Two CPUs, and a worker on each that has imported torch and gxusim (the seconds each
-    new worker costs), having compiled no emulator kernel yet."""
+    new worker costs), having compiled no emulator kernel yet. The GPUs torch sees, or, on a
+    machine without one, two logical GPUs for the GPU worker pool's tests."""
     with pytest.MonkeyPatch.context() as environment:
         environment.setenv("GXUSIM_CACHE_DIR", str(cache))
-        ray.init(num_cpus=2, **distributed.local_gpus())
+        ray.init(num_cpus=2, num_gpus=distributed.local_gpus()["num_gpus"] or 2)
         list(distributed.ray_runner(None)([sweep.Run("add_relu", 1024)] * 2, ["gxu"], True))
         yield
         ray.shutdown()
@@ -178,6 +179,65 @@ def test_map_on_ray_yields_each_result_or_its_error_under_the_drivers_spec(clust
         results = dict(distributed.map_on_ray(spec_name_times, [1, -1, 3], uses_gpu=False))
     assert results[1] == 12 and results[3] == 36
     assert isinstance(results[-1], ValueError) and "negative factor -1" in str(results[-1])
+
+
+def gpu_and_process():
+    """What a GPU worker runs: the GPU Ray gave its process, and the process."""
+    def call(item):
+        time.sleep(0.5)  # long enough that every worker gets items
+        return os.environ.get("CUDA_VISIBLE_DEVICES"), os.getpid()
+    return call
+
+
+@needs_ray
+def test_gpu_work_runs_in_one_warm_worker_per_gpu(cluster):
+    gpus = int(ray.cluster_resources()["GPU"])
+    results = dict(distributed.map_on_ray(gpu_and_process(), list(range(4 * gpus)),
+                                          uses_gpu=True))
+    assert sorted(results) == list(range(4 * gpus))
+    devices_of_process: dict[int, set] = {}
+    for device, pid in results.values():
+        devices_of_process.setdefault(pid, set()).add(device)
+    assert len(devices_of_process) == gpus  # a process per GPU, kept for every item
+    assert all(len(devices) == 1 for devices in devices_of_process.values())
+    assert len(set.union(*devices_of_process.values())) == gpus  # each on a GPU of its own
+    while ray.available_resources().get("GPU", 0) < gpus:  # the workers gave them back
+        time.sleep(0.2)
+
+
+@needs_ray
+def test_a_gpu_worker_that_dies_is_restarted_and_its_item_retried(cluster, tmp_path):
+    marker = tmp_path / "died"
+
+    def dying_once_on_two(item):
+        if item == 2 and not marker.exists():
+            marker.touch()
+            os._exit(1)
+        return item * 10
+    results = dict(distributed.map_on_ray(dying_once_on_two, [1, 2, 3], uses_gpu=True))
+    assert marker.exists() and results == {1: 10, 2: 20, 3: 30}
+
+
+@needs_ray
+def test_leaving_gpu_work_early_stops_its_workers(cluster):
+    gpus = int(ray.cluster_resources()["GPU"])
+
+    def slow_after_first(item):
+        time.sleep(0 if item == 0 else 120)
+        return item
+    results = distributed.map_on_ray(slow_after_first, list(range(gpus + 2)), uses_gpu=True)
+    assert next(results) == (0, 0)
+    started = time.monotonic()
+    results.close()  # what a Ctrl-C in the caller's loop does
+    while ray.available_resources().get("GPU", 0) < gpus:
+        assert time.monotonic() - started < 30, f"still held: {ray.available_resources()}"
+        time.sleep(0.2)
+
+
+def test_a_cluster_without_gpus_is_a_clear_error_for_gpu_work(monkeypatch):
+    fake_ray = type("Ray", (), {"cluster_resources": staticmethod(lambda: {"CPU": 8.0})})
+    with pytest.raises(RuntimeError, match="the Ray cluster has no GPU, and each cuda run"):
+        distributed._GPUWorkers(fake_ray, "cuda")
 
 
 def test_calibration_leaves_out_a_program_that_failed_and_names_it(monkeypatch):
