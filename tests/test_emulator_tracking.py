@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 import gxusim.emulator as emu
+from gxusim.emulator import execution
 
 PROGRAMS = 6
 
@@ -129,9 +130,11 @@ def _warn_mode(monkeypatch):
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
+def threads(request, monkeypatch):
     if request.param > numba.config.NUMBA_NUM_THREADS:
         pytest.skip("numba has fewer threads")
+    # launches this small run serial unless told otherwise: here they take every thread
+    monkeypatch.setattr(execution, "SERIAL_BELOW_ELEMENTS", 0)
     before = numba.get_num_threads()
     numba.set_num_threads(request.param)
     yield request.param
@@ -184,3 +187,22 @@ def test_dense_and_general_tiles_match_reference(threads, step: int, width: int)
     report = emu.run_launch(stepped_tiles, (PROGRAMS,), (out, n, step, width), constexprs={"XBLOCK": block},
                             compiler_generated=True, spec="h200")
     _assert_matches(report, _expected(_programs_per_element(index, n, block), [[] for _ in range(n)]))
+
+
+def test_small_launches_run_on_one_thread_and_large_ones_on_every_thread(monkeypatch):
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba has one thread")
+    from gxusim.emulator import api
+    threads_used = []
+
+    def allocate(*args):
+        records = execution.allocate_records(*args)
+        threads_used.append(records.threads)
+        return records
+    monkeypatch.setattr(api, "allocate_records", allocate)
+    for n in (1000, 2 * execution.SERIAL_BELOW_ELEMENTS):
+        out = torch.full((n,), -1.0)
+        report = emu.run_launch(stepped_tiles, (PROGRAMS,), (out, n, 32, 32),
+                                constexprs={"XBLOCK": 32}, compiler_generated=True, spec="h200")
+        assert report.ok and torch.equal(out, (torch.arange(n) % 32).float())
+    assert threads_used == [1, min(numba.get_num_threads(), PROGRAMS)]

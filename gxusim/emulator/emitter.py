@@ -2,7 +2,9 @@
 
 One generated module per kernel specialisation holds `_program` (one program instance:
 its tile loops, with every fused group written as scalar loops over block elements) and
-`launch` (prange over contiguous chunks of programs, one chunk per thread). Block values
+`launch_for(threads)`: the launch over the grid, a prange over contiguous chunks of programs
+(one chunk per thread), or a plain loop for one thread (numba compiles only the one a launch
+calls, and a parallel loop costs about a third more to compile: small launches run serial). Block values
 live in registers inside a group and are written to an array only when the planner says
 a later group, a reduction or a view reads them.
 
@@ -612,16 +614,25 @@ class Emitter:
         for v in sorted(self.arrays.values(), key=lambda v: v.id):
             head.append(f"    a{v.id} = np.empty({math.prod(v.shape)}, {D.COMPUTE[v.dtype]})")
         head += [f"    {line}" for line in self.program_locals]
-        launch = [
+        launch = []
+        for name, parallel, loop in (("_launch_parallel", ", parallel=True", "prange"),
+                                     ("_launch_serial", "", "range")):
+            launch += [
+                "",
+                "",
+                f"@njit(cache=True{parallel}, error_model='numpy')",
+                f"def {name}(g0, g1, g2, threads, {', '.join(names)}):",
+                "    programs = g0 * g1 * g2",
+                f"    for c in {loop}(threads):",
+                "        for p in range(c * programs // threads, (c + 1) * programs // threads):",
+                "            _program(p, p % g0, (p // g0) % g1, p // (g0 * g1), g0, g1, g2, "
+                f"{', '.join(program_args)})",
+            ]
+        launch += [
             "",
             "",
-            "@njit(cache=True, parallel=True, error_model='numpy')",
-            f"def launch(g0, g1, g2, threads, {', '.join(names)}):",
-            "    programs = g0 * g1 * g2",
-            "    for c in prange(threads):",
-            "        for p in range(c * programs // threads, (c + 1) * programs // threads):",
-            "            _program(p, p % g0, (p // g0) % g1, p // (g0 * g1), g0, g1, g2, "
-            f"{', '.join(program_args)})",
+            "def launch_for(threads):",
+            "    return _launch_parallel if threads > 1 else _launch_serial",
             "",
         ]
         return "\n".join(head + body + launch)

@@ -16,6 +16,9 @@ from .specialisation import Specialisation
 from .tracking import Tracking
 
 
+SERIAL_BELOW_ELEMENTS = 1 << 16  # elements of all of a launch's buffers together
+
+
 @dataclasses.dataclass
 class LaunchRecords:
     """What the generated code writes while it runs (see `emitter.RECORD_PARAMS`)."""
@@ -27,9 +30,12 @@ class LaunchRecords:
 def allocate_records(compiled: Specialisation, arguments: LaunchArguments,
                      programs: int) -> LaunchRecords:
     """Record arrays for one launch. Atomic adds from concurrent threads would lose
-    updates, so launches with atomics run on one thread."""
+    updates, so launches with atomics run on one thread; so do small launches, where
+    waking threads costs more than it saves (and compiling the parallel loop more still)."""
     kir, layout, buffers = compiled.kir, compiled.emitter.layout, arguments.buffers
-    threads = 1 if kir.atomic else max(1, min(numba.get_num_threads(), programs))
+    elements = sum(buffer.array.shape[0] for buffer in buffers.values())
+    serial = kir.atomic or elements < SERIAL_BELOW_ELEMENTS
+    threads = 1 if serial else max(1, min(numba.get_num_threads(), programs))
     pdt = D.COMPUTE_NP[layout.program_dtype]
     tracking: dict = {}
     if layout.checks:
@@ -77,9 +83,10 @@ def run_programs(compiled: Specialisation, grid: tuple, arguments: LaunchArgumen
                  records: LaunchRecords) -> tuple[float, float]:
     """Run every program of the grid; returns (compile seconds, run seconds)."""
     values = parameter_values(compiled, arguments, records)
-    first_call = compiled.launch.signatures == []
+    launch = compiled.launch_for(records.threads)
+    first_call = launch.signatures == []
     start = time.perf_counter()
-    compiled.launch(*(np.int64(g) for g in grid), np.int64(records.threads), *values)
+    launch(*(np.int64(g) for g in grid), np.int64(records.threads), *values)
     elapsed = time.perf_counter() - start
     if first_call:
         return compiled.jit_s + elapsed, 0.0

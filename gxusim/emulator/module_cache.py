@@ -61,7 +61,7 @@ _lock = threading.Lock()
 
 
 def load(source: str) -> Any:
-    """The compiled `launch` of a generated module (memory cache, then disk, then write)."""
+    """The `launch_for` of a generated module (memory cache, then disk, then write)."""
     key = hashlib.sha256(source.encode()).hexdigest()[:24]
     with _lock:
         if key in _modules:
@@ -75,5 +75,5 @@ def load(source: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        _modules[key] = module.launch
-        return module.launch
+        _modules[key] = module.launch_for
+        return module.launch_for

@@ -1,5 +1,5 @@
 """Specialisations: a kernel, its argument kinds and the runtime layout -> its IR, its
-generated module and the compiled `launch`, built once per process and cached."""
+generated module and its compiled launches, built once per process and cached."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +20,7 @@ class Specialisation:
     """A compiled specialisation and what a launch needs to call it."""
     kir: KernelIR
     emitter: Emitter
-    launch: Callable
+    launch_for: Callable[[int], Callable]  # threads -> the compiled launch to call
     jit_s: float  # front end + code generation (numba compiles on the first call)
 
 
