@@ -51,6 +51,19 @@ def test_three_way_driver_end_to_end(tmp_path: Path):
     assert (tmp_path / "failures.jsonl").read_text() == ""
     assert len(json.loads((tmp_path / "programs.json").read_text())) == 3
 
+    # A side cut short (a time limit): --compare judges what both sides have, counts the rest.
+    (tmp_path / "results" / "emulator" / "2.pt").unlink()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz.three_way", "--compare", "--programs",
+         str(tmp_path / "programs.json"), "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    summary = out[out.index("three-way fuzz summary"):]
+    lines = dict(line.strip().rsplit(None, 1) for line in summary.splitlines()[1:5])
+    assert lines["without a result on both sides (not judged)"] == "1", summary
+    assert int(lines["ok"]) + int(lines["unsupported"]) == 2, summary
+
 
 def test_a_terminated_driver_leaves_no_worker_running(tmp_path: Path):
     # Workers run in sessions of their own (a hung one is killed with its process group), so
