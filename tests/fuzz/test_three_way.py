@@ -32,15 +32,20 @@ def test_bitwise_diff():
     assert "1/2" in bitwise_diff(torch.tensor([1, 2]), torch.tensor([1, 3]), "o")
 
 
+def _summary(done: subprocess.CompletedProcess) -> tuple[str, dict]:
+    """A finished driver's summary table, and its first rows (label -> value)."""
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-5000:]
+    summary = out[out.index("three-way fuzz summary"):]
+    return summary, dict(line.strip().rsplit(None, 1) for line in summary.splitlines()[1:5])
+
+
 def test_three_way_driver_end_to_end(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k != "GXUSIM_TARGET"}
     done = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.three_way", "--examples", "3", "--seed", "6",
          "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-5000:]
-    summary = out[out.index("three-way fuzz summary"):]
-    lines = dict(line.strip().rsplit(None, 1) for line in summary.splitlines()[1:5])
+    summary, lines = _summary(done)
     assert lines["programs"] == "3", summary
     assert int(lines["ok"]) + int(lines["unsupported"]) == 3, summary
     for side in ("gpu", "emulator"):
@@ -57,10 +62,7 @@ def test_three_way_driver_end_to_end(tmp_path: Path):
         [sys.executable, "-m", "tests.fuzz.three_way", "--compare", "--programs",
          str(tmp_path / "programs.json"), "--out", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-5000:]
-    summary = out[out.index("three-way fuzz summary"):]
-    lines = dict(line.strip().rsplit(None, 1) for line in summary.splitlines()[1:5])
+    summary, lines = _summary(done)
     assert lines["without a result on both sides (not judged)"] == "1", summary
     assert int(lines["ok"]) + int(lines["unsupported"]) == 2, summary
 
