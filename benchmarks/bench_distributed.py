@@ -11,9 +11,11 @@ the same work in one process, on one worker or on several. (A warm folder would 
 fair: the emulator numbers IR values with a process-wide counter, so a worker that ran
 other runs first generates other source for the same kernel and misses the cache.)
 
-"startup" is `ray.init` plus, for CPU workers, the workers importing torch and gxusim (once
-per cluster, not per sweep); "sweep" is `sweep.sweep` itself (for GPU work it includes
-starting one worker per GPU, which a sweep does each time). With `--repeat N` the variants
+"startup" is `ray.init` plus starting the workers: for CPU work, a worker per CPU importing
+torch and gxusim (once per cluster, not per sweep); for GPU work, a worker per GPU that has
+compiled and run a small model (`distributed.gpu_workers()`, which keeps them for every sweep
+of a block; `gxusim sweep --ray` alone starts them within its sweep). "sweep" is
+`sweep.sweep` itself. With `--repeat N` the variants
 take turns N times and each keeps its best time (other jobs on the machine only ever add
 time). Prints both with each variant's ratio to the local sweep and its speed-up over the
 first Ray variant (throughput: same runs), also counted from the first row back (what is
@@ -23,6 +25,7 @@ same rows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -49,14 +52,16 @@ def _idle(run, policies, predict_only):
     return []
 
 
-def _start_cluster(resources: dict) -> None:
-    """A local cluster with `resources`. With CPUs only, a worker on each has imported
-    gxusim; GPU workers start with each sweep (`distributed.map_on_ray`)."""
+def _start_cluster(resources: dict, workers: contextlib.ExitStack) -> None:
+    """A local cluster with `resources`, and its workers started: with CPUs only, a worker
+    on each has imported gxusim; with GPUs, a worker per GPU, kept until `workers` closes."""
     import ray
 
     from gxusim import distributed, sweep
     ray.init(log_to_driver=False, **resources)
-    if "num_cpus" in resources:
+    if "num_gpus" in resources:
+        workers.enter_context(distributed.gpu_workers())
+    else:
         list(distributed.ray_runner(None, execute=_idle)(
             [sweep.Run("add_relu", "cpu")] * resources["num_cpus"], [], False))
 
@@ -64,17 +69,19 @@ def _start_cluster(resources: dict) -> None:
 def variant(args: argparse.Namespace) -> dict:
     """One variant's timings and rows, in this process."""
     from gxusim import distributed, sweep
-    started = time.perf_counter()
-    runner = None
-    if args.ray_resources:
-        _start_cluster(json.loads(args.ray_resources))
-        runner = distributed.ray_runner(None)
-    ready = time.perf_counter()
-    row_at: list[float] = []  # when each row came back
-    rows = sweep.sweep(args.models, args.policies, args.sizes or ["cpu"],
-                       predict_only=args.predict_only, runner=runner,
-                       on_row=lambda row: row_at.append(time.perf_counter() - ready))
-    return {"startup_s": ready - started, "sweep_s": time.perf_counter() - ready,
+    with contextlib.ExitStack() as workers:
+        started = time.perf_counter()
+        runner = None
+        if args.ray_resources:
+            _start_cluster(json.loads(args.ray_resources), workers)
+            runner = distributed.ray_runner(None)
+        ready = time.perf_counter()
+        row_at: list[float] = []  # when each row came back
+        rows = sweep.sweep(args.models, args.policies, args.sizes or ["cpu"],
+                           predict_only=args.predict_only, runner=runner,
+                           on_row=lambda row: row_at.append(time.perf_counter() - ready))
+        finished = time.perf_counter()
+    return {"startup_s": ready - started, "sweep_s": finished - ready,
             "first_row_s": row_at[0] if row_at else 0.0, "rows": [_untimed(row) for row in rows]}
 
 

@@ -6,8 +6,9 @@ machines and GPUs.
 every item as a task, in a worker that first takes on the driver's target, spec and
 `GXUSIM_*` settings, and yields the results as tasks finish. Work that runs kernels on a GPU
 goes to one long-lived worker per GPU of the cluster (N GPUs run N items at once, each
-worker warm after its first), anything else is a task holding one CPU. `ray_runner(address)`
-is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
+worker warm after its first), anything else is a task holding one CPU. `gpu_workers()` keeps that pool of GPU workers, started and warmed up, for every call in a
+block (several sweeps, a calibration and a sweep), rather than one pool per call.
+`ray_runner(address)` is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
 --ray` and `benchmarks/bench_ceiling.py --ray` measure their programs and cases with it. Ray
 is an optional extra (`pip install 'gxusim[ray]'`), imported by this module only.
 
@@ -105,7 +106,8 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
     ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
     spec_fields = current_spec().as_dict()  # a spec read from a driver-side file travels too
-    workers = (_GPUWorkers if uses_gpu else _CPUTasks)(ray, target)
+    kept = _kept_pool(target) if uses_gpu else None
+    workers = kept or (_GPUWorkers if uses_gpu else _CPUTasks)(ray, target)
     remaining = iter(items)
     pending: dict[Any, Any] = {}  # object ref -> its item
     try:
@@ -130,10 +132,44 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
                 bar.update()
                 yield item, result
     finally:  # Ctrl-C or a caller that stopped early: nothing of this work keeps running
-        workers.stop(list(pending))
+        if kept:
+            kept.stop_busy()
+        else:
+            workers.stop(list(pending))
 
 
 _DONE = object()
+_kept: list["_GPUWorkers"] = []  # the pools of `gpu_workers()` blocks, innermost last
+
+
+@contextlib.contextmanager
+def gpu_workers(warm_up: Optional[Callable[[Any], Any]] = None) -> Iterator[None]:
+    """Within the block, GPU work (`map_on_ray(uses_gpu=True)`) under the current target
+    goes to one pool of workers, started here with one worker per GPU of the connected
+    cluster, each of which has run `warm_up(None)` (default: compiles and runs a small gxu
+    graph, which imports Inductor and Triton and initialises CUDA) before the block starts.
+    Without it each call starts its own workers and pays that again. The workers hold their
+    GPUs until the block ends; leaving a call early stops only the workers that were busy."""
+    ray = _import_ray()
+    target = current_target()
+    pool = _GPUWorkers(ray, target)
+    try:
+        pool.run_on_each(warm_up or _warm_up, target, current_spec().as_dict())
+        _kept.append(pool)
+        yield
+    finally:
+        if pool in _kept:
+            _kept.remove(pool)
+        pool.stop([])
+
+
+def _kept_pool(target: str) -> Optional["_GPUWorkers"]:
+    return next((pool for pool in reversed(_kept) if pool.target == target), None)
+
+
+def _warm_up(_: Any) -> None:
+    """A GPU worker's first work: one small model of the suite through the whole pipeline."""
+    sweep.execute(sweep.Run("add_relu", 1024), ["gxu"], False)
 
 
 class _CPUTasks:
@@ -174,6 +210,7 @@ class _GPUWorkers:
                 f"the Ray cluster has no GPU, and each {target} run needs one: start it on a "
                 "machine with GPUs (ray start --num-gpus N) or connect to one that has them")
         self.ray = ray
+        self.target = target
         self.actor_class = ray.remote(
             num_gpus=1, max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES,
             runtime_env={"env_vars": _worker_env(target)})(_GPUWorker)
@@ -199,6 +236,21 @@ class _GPUWorkers:
     def stop(self, outstanding: list[Any]) -> None:
         for worker in self.idle + list(self.busy.values()):
             self.ray.kill(worker)  # stops what it runs; its GPU returns to the cluster
+
+    def stop_busy(self) -> None:
+        """Stops what the busy workers run (killing them: Ray cannot interrupt a running
+        call) and puts new ones in their place; idle workers stay as they are."""
+        for worker in self.busy.values():
+            self.ray.kill(worker)
+            self.idle.append(self.actor_class.remote())
+        self.busy.clear()
+
+    def run_on_each(self, function: Callable[[Any], Any], target: str,
+                    spec_fields: dict[str, Any]) -> None:
+        """`function(None)` on every idle worker at once, waiting for all (raising the first
+        error)."""
+        self.ray.get([worker.call.remote(function, None, (), target, spec_fields)
+                      for worker in self.idle])
 
 
 class _GPUWorker:

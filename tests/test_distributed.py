@@ -206,6 +206,36 @@ def test_gpu_work_runs_in_one_warm_worker_per_gpu(cluster):
 
 
 @needs_ray
+def test_gpu_workers_kept_for_a_block_serve_every_call_in_it(cluster, tmp_path):
+    gpus = int(ray.cluster_resources()["GPU"])
+    warmed = tmp_path / "warmed"
+
+    def warm_up(_):
+        (warmed / str(os.getpid())).touch()
+
+    def processes():
+        results = dict(distributed.map_on_ray(gpu_and_process(), list(range(2 * gpus)),
+                                              uses_gpu=True))
+        return {pid for _, pid in results.values()}
+    warmed.mkdir()
+    with distributed.gpu_workers(warm_up):
+        assert ray.available_resources().get("GPU", 0) == 0  # held from the start
+        first = processes()
+        assert first == {int(name) for name in os.listdir(warmed)} and len(first) == gpus
+        assert processes() == first  # the next call finds them warm
+        slow = distributed.map_on_ray(lambda item: time.sleep(item) or item, [0] + [120] * gpus,
+                                      uses_gpu=True)
+        assert next(slow) == (0, 0)
+        slow.close()  # the workers still busy are stopped and replaced, the others kept
+        after = processes()
+        assert len(after) == gpus and len(after & first) == 1
+    started = time.monotonic()
+    while ray.available_resources().get("GPU", 0) < gpus:  # the block gave them back
+        assert time.monotonic() - started < 30, f"still held: {ray.available_resources()}"
+        time.sleep(0.2)
+
+
+@needs_ray
 def test_a_gpu_worker_that_dies_is_restarted_and_its_item_retried(cluster, tmp_path):
     marker = tmp_path / "died"
 
