@@ -1,5 +1,7 @@
 """Compile time and warm per-call time of the model suite on gxu (cuda target) against stock
-Inductor on plain CUDA tensors, and the bandwidth of the seed's 100M-element cases under
+Inductor on plain CUDA tensors, both in the default mode and with mode="reduce-overhead"
+(CUDA graphs: Inductor's cudagraph trees for CUDA tensors, `compiler/graph_replay.py` for gxu),
+and the bandwidth of the seed's 100M-element cases under
 the "seed", "gxu" and "autotune" policies. Needs a CUDA GPU.
 
     python benchmarks/bench_compile.py [--json OUT.json]
@@ -34,10 +36,11 @@ def _timed_calls(fn, inputs, calls: int = 20, repeats: int = 5) -> float:
     return min(samples)
 
 
-def _compile_and_time(case, device: str, scale: str) -> tuple[float, float]:
+def _compile_and_time(case, device: str, scale: str, mode: str | None = None
+                      ) -> tuple[float, float]:
     torch._dynamo.reset()
     model, inputs = case.build(device, scale)
-    compiled = torch.compile(model)
+    compiled = torch.compile(model, mode=mode)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*inputs)
@@ -55,8 +58,11 @@ def suite_rows(scale: str) -> list[dict]:
             print(f"{case.name}: gxu compile failed: {type(error).__name__}: {error}"[:400])
             continue
         cuda_compile, cuda_call = _compile_and_time(case, "cuda", scale)
+        graphed = {device: _compile_and_time(case, device, scale, "reduce-overhead")[1] * 1e3
+                   for device in ("gxu", "cuda")}
         rows.append(dict(model=case.name, gxu_compile_s=gxu_compile, cuda_compile_s=cuda_compile,
-                         gxu_call_ms=gxu_call * 1e3, cuda_call_ms=cuda_call * 1e3))
+                         gxu_call_ms=gxu_call * 1e3, cuda_call_ms=cuda_call * 1e3,
+                         gxu_graphed_call_ms=graphed["gxu"], cuda_graphed_call_ms=graphed["cuda"]))
     return rows
 
 
@@ -66,11 +72,14 @@ def small_add_relu_row() -> dict:
         return (x + y).relu()
     timings = {}
     for device in ("gxu", "cuda"):
-        torch._dynamo.reset()
-        inputs = (torch.randn(1000, device=device), torch.randn(1000, device=device))
-        timings[device] = _timed_calls(torch.compile(fn), inputs, calls=200)
+        for mode in (None, "reduce-overhead"):
+            torch._dynamo.reset()
+            inputs = (torch.randn(1000, device=device), torch.randn(1000, device=device))
+            timings[device, mode] = _timed_calls(torch.compile(fn, mode=mode), inputs, calls=200) * 1e3
     return dict(model="add_relu 1000 elements", gxu_compile_s=math.nan, cuda_compile_s=math.nan,
-                gxu_call_ms=timings["gxu"] * 1e3, cuda_call_ms=timings["cuda"] * 1e3)
+                gxu_call_ms=timings["gxu", None], cuda_call_ms=timings["cuda", None],
+                gxu_graphed_call_ms=timings["gxu", "reduce-overhead"],
+                cuda_graphed_call_ms=timings["cuda", "reduce-overhead"])
 
 
 def bandwidth_rows() -> list[dict]:
@@ -115,15 +124,20 @@ def main() -> None:
     bandwidth = bandwidth_rows()
     small = small_add_relu_row()
     print(format_table(("model", "compile gxu s", "compile cuda s", "ratio", "call gxu ms",
-                  "call cuda ms", "ratio"),
+                  "call cuda ms", "ratio", "graphed gxu ms", "graphed cuda ms", "ratio"),
                  [(r["model"], f"{r['gxu_compile_s']:.2f}", f"{r['cuda_compile_s']:.2f}",
                    f"{r['gxu_compile_s'] / r['cuda_compile_s']:.2f}", f"{r['gxu_call_ms']:.3f}",
-                   f"{r['cuda_call_ms']:.3f}", f"{r['gxu_call_ms'] / r['cuda_call_ms']:.2f}")
+                   f"{r['cuda_call_ms']:.3f}", f"{r['gxu_call_ms'] / r['cuda_call_ms']:.2f}",
+                   f"{r['gxu_graphed_call_ms']:.3f}", f"{r['cuda_graphed_call_ms']:.3f}",
+                   f"{r['gxu_graphed_call_ms'] / r['cuda_graphed_call_ms']:.2f}")
                   for r in suite + [small]]))
-    ratios = [r["gxu_call_ms"] / r["cuda_call_ms"] for r in suite]
-    print(f"per-call gxu/stock: geometric mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}, "
-          f"worst {max(ratios):.2f}; 1,000-element add+relu {small['gxu_call_ms'] * 1e3:.1f} us "
-          f"per call (stock {small['cuda_call_ms'] * 1e3:.1f} us)")
+    for mode, gxu, cuda in (("default mode", "gxu_call_ms", "cuda_call_ms"),
+                            ("reduce-overhead", "gxu_graphed_call_ms", "cuda_graphed_call_ms")):
+        ratios = [r[gxu] / r[cuda] for r in suite]
+        print(f"per-call gxu/stock, {mode}: geometric mean "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}, worst {max(ratios):.2f}; "
+              f"1,000-element add+relu {small[gxu] * 1e3:.1f} us per call (stock "
+              f"{small[cuda] * 1e3:.1f} us)")
     print()
     print(format_table(("case (100M fp32)", "stock cuda GB/s", "seed GB/s", "gxu GB/s", "autotune GB/s",
                   "seed cfg", "gxu cfg", "autotune cfg"),

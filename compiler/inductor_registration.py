@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch._dynamo import device_interface as dynamo_devices
+from torch._inductor import config as inductor_config
 from torch._inductor import ir as inductor_ir
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
@@ -171,6 +172,7 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         self.header.splice("""
             from gxusim.compiler.launcher import RecordedExternKernels, reinterpret_tensor
             from gxusim.compiler.graph_runtime import device, empty_strided, enter_graph, in_traced_layout
+            from gxusim.compiler.graph_replay import replay_graphs
             extern_kernels = RecordedExternKernels(extern_kernels)
         """)
 
@@ -197,10 +199,27 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
                        f"{op}, {kernel}, {', '.join(args)}){self.ending}")
 
     def generate(self, is_inference: bool):
+        self.is_inference = is_inference
         result = super().generate(is_inference)
         code = result[0]
         _last_code[0] = getattr(code, "value", code)
         return result
+
+
+    def generate_end(self, result: Any) -> None:
+        super().generate_end(result)
+        # mode="reduce-overhead": Inductor's CUDA graphs skip gxu graphs, graph_replay serves
+        # them (reasons to refuse that are known now go with it).
+        if inductor_config.triton.cudagraphs:
+            result.writeline(f"call = replay_graphs(call, {self._replay_refusal()!r})")
+
+    def _replay_refusal(self) -> str | None:
+        from torch._inductor.virtualized import V
+        if not getattr(self, "is_inference", True):
+            return "a training graph (the next forward would overwrite what backward reads)"
+        if V.graph.mutated_inputs:
+            return f"it mutates its inputs {sorted(V.graph.mutated_inputs)}"
+        return None
 
 
 def _device_type(node: object) -> str | None:

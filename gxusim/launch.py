@@ -14,11 +14,12 @@ decision (`[Fusion] kernel <- aten.add + aten.relu`), through the `gxusim.decisi
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
 import sys
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from . import environment
 from .findings import Finding
@@ -79,9 +80,12 @@ if "decisions" in environment.flags("GXUSIM_LOG") and not log.handlers:
     log.setLevel(logging.INFO)
 
 
+_collecting: list[list] = []  # the lists of `collecting()` blocks, innermost last
+
+
 def record(launch: Launch) -> None:
     with _lock:
-        _launches.append(launch)
+        (_collecting[-1] if _collecting else _launches).append(launch)
     if log.isEnabledFor(logging.INFO):
         log.info(launch.describe())
 
@@ -93,7 +97,31 @@ def record_lazily(make: Callable[..., Launch], *args: Any) -> None:
         record(make(*args))
         return
     with _lock:
-        _launches.append((make, args))
+        (_collecting[-1] if _collecting else _launches).append((make, args))
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list]:
+    """Inside the block, what is recorded goes to the list given instead of the records, to
+    be recorded with `record_again` (the launches of a captured CUDA graph, at each replay)."""
+    entries: list = []
+    with _lock:
+        _collecting.append(entries)
+    try:
+        yield entries
+    finally:
+        with _lock:
+            _collecting.remove(entries)
+
+
+def record_again(entries: list) -> None:
+    """Record the launches `collecting()` kept, as they were (again at each call)."""
+    if log.isEnabledFor(logging.INFO):
+        for entry in entries:
+            record(_built(entry))
+        return
+    with _lock:
+        _launches.extend(entries)
 
 
 def _built(entry: Launch | tuple) -> Launch:
