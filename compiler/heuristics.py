@@ -137,6 +137,7 @@ class GXUHeuristics(Heuristics):
     MAX_TILE_ELEMENTS = 32 * 1024  # pointwise: the best capped tile measured, fp32 and bf16
     MAX_TILE_2D = 128 * 128  # 2D tiles: larger ones spill (128 elements per thread at 16 warps)
     MIN_XBLOCK = 128
+    TILES_PER_PROGRAM = 2
     ELEMENTS_PER_WARP = 256  # 8 elements per lane: wide vector loads, 16 warps at 4096+
     # Reductions: rows up to this short are whole in one chunk (Inductor makes them
     # persistent, R0_BLOCK fixed in the kernel); a tile of them holds this many elements.
@@ -160,7 +161,10 @@ class GXUHeuristics(Heuristics):
         return self.spec or current_spec()
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
-        wanted = next_power_of_2(cdiv(numel, self._spec().max_grid))
+        # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:
+        # a program then loads its next tile while the last one's loads finish (1M-element
+        # mul+relu and GELU: 16K tiles, two per program, 6-12% faster than one 32K tile).
+        wanted = next_power_of_2(cdiv(numel, self._spec().max_grid * self.TILES_PER_PROGRAM))
         return max(self.MIN_XBLOCK, min(wanted, self.MAX_TILE_ELEMENTS))
 
     def select_num_warps(self, xblock: int) -> int:

@@ -47,11 +47,16 @@ LAYOUT_CHOOSING_KERNELS = {
 
 
 def device_properties(device: object = None) -> types.SimpleNamespace:
-    """The active spec under the attribute names Inductor reads from CUDA device properties."""
+    """The active spec under the attribute names Inductor reads from CUDA device properties.
+
+    `multi_processor_count` is the SMs a launch can occupy: no more than the spec's grid cap.
+    Inductor splits a reduction in two kernels when it has too few rows to fill the SMs;
+    under a 32-program cap 256 rows fill every program, and splitting them for 132 SMs (an
+    H200 under GXU limits) cost the row sum 256 x 1M 42% (bench_ceiling, H200)."""
     spec = current_spec()
     major, minor = GXUDeviceInterface.get_compute_capability_tuple()
     return types.SimpleNamespace(
-        name=spec.name, type=DEVICE, multi_processor_count=spec.sm_count,
+        name=spec.name, type=DEVICE, multi_processor_count=min(spec.sm_count, spec.max_grid),
         max_threads_per_multi_processor=spec.max_warps_per_sm * spec.warp_size,
         regs_per_multiprocessor=spec.regs_per_sm, max_threads_per_block=spec.max_threads_per_block,
         warp_size=spec.warp_size, shared_memory_per_block=spec.smem_per_sm,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 from tqdm import tqdm
 
@@ -85,7 +85,7 @@ def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) 
         target = "predict" if predict_only else current_target()
         results = map_on_ray(execute, runs, list(policies), predict_only,
                              uses_gpu=_runs_kernels(current_target(), predict_only),
-                             desc="sweep on ray", unit="run")
+                             desc="sweep on ray", unit="run", affinity=lambda run: run.model)
         # Closed here, not when collected: a Ctrl-C's traceback keeps this frame, and so the
         # tasks, alive for as long as the caller holds the exception.
         with contextlib.closing(results):
@@ -98,26 +98,28 @@ def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) 
 
 
 def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
-               uses_gpu: bool, desc: str = "ray tasks", unit: str = "task"
+               uses_gpu: bool, desc: str = "ray tasks", unit: str = "task",
+               affinity: Optional[Callable[[Any], Hashable]] = None
                ) -> Iterator[tuple[Any, Any]]:
     """(item, `function(item, *args)`) for every item, each computed on the connected
     cluster (`connect`) and yielded as it finishes; an item that failed for good yields its
-    exception instead. `uses_gpu`: each call holds a GPU (it runs kernels)."""
+    exception instead. `uses_gpu`: each call holds a GPU (it runs kernels). `affinity`: items
+    with the same key go to the same GPU worker where they can (a sweep's runs of one model:
+    a worker compiles a model's first run slower than the next ones)."""
     ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
     spec_fields = current_spec().as_dict()  # a spec read from a driver-side file travels too
     kept = _kept_pool(target) if uses_gpu else None
     workers = kept or (_GPUWorkers if uses_gpu else _CPUTasks)(ray, target)
-    remaining = iter(items)
+    remaining = _Queue(items, affinity)
     pending: dict[Any, Any] = {}  # object ref -> its item
     try:
         with tqdm(total=len(items), desc=desc, unit=unit, disable=not items) as bar:
             while True:
-                while workers.free():
-                    item = next(remaining, _DONE)
-                    if item is _DONE:
-                        break
-                    pending[workers.submit(function, item, args, target, spec_fields)] = item
+                while workers.free() and remaining:
+                    item = remaining.take(workers.next_key(), workers.busy_keys())
+                    pending[workers.submit(function, item, args, target, spec_fields,
+                                           key=remaining.key(item))] = item
                 if not pending:
                     return
                 # A bounded wait: a main thread blocked inside ray.wait may not see Ctrl-C
@@ -138,7 +140,27 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
             workers.stop(list(pending))
 
 
-_DONE = object()
+class _Queue:
+    """Items not yet submitted, in their order, taken with affinity: a worker that last ran
+    key k takes the next item of k; a worker without one (or whose key is used up) takes the
+    first item of a key no other worker holds, else the first item left."""
+
+    def __init__(self, items: Sequence[Any], affinity: Optional[Callable[[Any], Hashable]]):
+        self.items = list(items)
+        self.key = affinity or (lambda item: None)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def take(self, key: Hashable, held: set) -> Any:
+        position = next((i for i, item in enumerate(self.items) if self.key(item) == key),
+                        None) if key is not None else None
+        if position is None:
+            position = next((i for i, item in enumerate(self.items)
+                             if self.key(item) not in held), 0)
+        return self.items.pop(position)
+
+
 _kept: list["_GPUWorkers"] = []  # the pools of `gpu_workers()` blocks, innermost last
 
 
@@ -184,7 +206,13 @@ class _CPUTasks:
     def free(self) -> bool:
         return True
 
-    def submit(self, *call: Any) -> Any:
+    def next_key(self) -> Hashable:
+        return None  # Ray picks the worker: no affinity
+
+    def busy_keys(self) -> set:
+        return set()
+
+    def submit(self, *call: Any, key: Hashable = None) -> Any:
         return self.task.remote(*call)
 
     def release(self, ref: Any, result: Any) -> None:
@@ -216,14 +244,22 @@ class _GPUWorkers:
             runtime_env={"env_vars": _worker_env(target)})(_GPUWorker)
         self.idle = [self.actor_class.remote() for _ in range(gpus)]
         self.busy: dict[Any, Any] = {}  # object ref -> the worker computing it
+        self.keys: dict[Any, Hashable] = {}  # worker -> the affinity key of its last item
 
     def free(self) -> bool:
         return bool(self.idle)
 
-    def submit(self, *call: Any) -> Any:
+    def next_key(self) -> Hashable:
+        return self.keys.get(self.idle[-1])
+
+    def busy_keys(self) -> set:
+        return {self.keys.get(worker) for worker in self.busy.values()}
+
+    def submit(self, *call: Any, key: Hashable = None) -> Any:
         worker = self.idle.pop()
         ref = worker.call.remote(*call)
         self.busy[ref] = worker
+        self.keys[worker] = key
         return ref
 
     def release(self, ref: Any, result: Any) -> None:

@@ -163,12 +163,21 @@ def test_inductor_sees_the_active_specs_sm_count_after_a_change():
     many ways to split a reduction): a new spec clears them, entering and leaving."""
     from torch._inductor.runtime.hints import DeviceProperties
     device = torch.device("gxu", 0)
-    many_sms = gxusim.load_spec("gxu").replace(name="gxu-132-sms", sm_count=132)
+    many_sms = gxusim.load_spec("gxu").replace(name="gxu-132-sms", sm_count=132, max_grid=1024)
     with gxusim.use_spec("gxu"):
         assert DeviceProperties.create(device).multi_processor_count == 16
         with gxusim.use_spec(many_sms):
             assert DeviceProperties.create(device).multi_processor_count == 132
         assert DeviceProperties.create(device).multi_processor_count == 16
+
+
+def test_inductor_does_not_split_a_reduction_for_sms_the_grid_cap_leaves_idle():
+    """gxu-on-h200: 132 SMs, 32 programs. 256 rows fill the 32 programs; Inductor, told of
+    132 SMs, would split the rows in two kernels to fill them."""
+    h200_limits = gxusim.load_spec("gxu-on-h200")
+    assert h200_limits.sm_count > h200_limits.max_grid
+    launches = _planned(lambda t: t.sum(1), (256, 1 << 20), spec=h200_limits)
+    assert [launch.meta["xnumel"] for launch in launches] == [256]
 
 
 def test_gxu_asks_for_wide_tiles_where_a_reduction_loads_along_columns():

@@ -205,6 +205,29 @@ def test_gpu_work_runs_in_one_warm_worker_per_gpu(cluster):
         time.sleep(0.2)
 
 
+def test_workers_take_items_of_the_key_they_last_ran_then_of_a_key_nobody_holds():
+    queue = distributed._Queue([("a", 0), ("a", 1), ("b", 0), ("c", 0), ("b", 1)],
+                               affinity=lambda item: item[0])
+    assert queue.take(None, held=set()) == ("a", 0)
+    assert queue.take(None, held={"a"}) == ("b", 0)  # a is another worker's
+    assert queue.take("a", held={"b"}) == ("a", 1)
+    assert queue.take("a", held={"b"}) == ("c", 0)  # a is used up: a key nobody holds
+    assert queue.take("c", held={"b"}) == ("b", 1)  # nothing unheld left: the first item
+    assert not queue
+
+
+@needs_ray
+def test_gpu_work_with_affinity_keeps_each_key_on_one_worker(cluster):
+    gpus = int(ray.cluster_resources()["GPU"])
+    items = [(key, i) for key in range(gpus) for i in range(3)]
+    call = gpu_and_process()
+    results = dict(distributed.map_on_ray(lambda item: call(item), items, uses_gpu=True,
+                                          affinity=lambda item: item[0]))
+    processes = {key: {results[(key, i)][1] for i in range(3)} for key in range(gpus)}
+    assert all(len(pids) == 1 for pids in processes.values()), processes
+    assert len(set.union(*processes.values())) == gpus  # each key on a worker of its own
+
+
 @needs_ray
 def test_gpu_workers_kept_for_a_block_serve_every_call_in_it(cluster, tmp_path):
     gpus = int(ray.cluster_resources()["GPU"])
