@@ -218,11 +218,15 @@ def test_workers_take_items_of_the_key_they_last_ran_then_of_a_key_nobody_holds(
 
 @needs_ray
 def test_gpu_work_with_affinity_keeps_each_key_on_one_worker(cluster):
+    """Workers started at once (a kept pool), items of equal length: no worker runs out of
+    its key's items while another key has some left, so nothing is taken from another key
+    (which a worker that started late would otherwise see, by design)."""
     gpus = int(ray.cluster_resources()["GPU"])
     items = [(key, i) for key in range(gpus) for i in range(3)]
     call = gpu_and_process()
-    results = dict(distributed.map_on_ray(lambda item: call(item), items, uses_gpu=True,
-                                          affinity=lambda item: item[0]))
+    with distributed.gpu_workers(warm_up=lambda _: None):
+        results = dict(distributed.map_on_ray(lambda item: call(item), items, uses_gpu=True,
+                                              affinity=lambda item: item[0]))
     processes = {key: {results[(key, i)][1] for i in range(3)} for key in range(gpus)}
     assert all(len(pids) == 1 for pids in processes.values()), processes
     assert len(set.union(*processes.values())) == gpus  # each key on a worker of its own
