@@ -92,8 +92,9 @@ def _pointers(inputs: Sequence[Any]) -> dict[int, int]:
 
 def refusal(inputs: Sequence[Any]) -> Optional[str]:
     """Why a call with these inputs cannot be captured, or None."""
-    if targets.current_target() != "cuda":
-        return f"the {targets.current_target()} target has no CUDA graphs"
+    target = targets.active()
+    if not target.captures_cuda_graphs:
+        return f"the {target.name} target has no CUDA graphs"
     if targets.timing_enabled():
         return "launches are timed (GXUSIM_TIMING=1), which synchronises"
     for i, value in enumerate(inputs):

@@ -76,6 +76,7 @@ class Target:
     has_triton_driver: ClassVar[bool]  # Triton compiles for a real GPU here
     can_time: ClassVar[bool] = False  # `time_launch` measures kernels here
     accepts_gxu_tensors: ClassVar[bool] = False  # kernels take gxu tensors as they are
+    captures_cuda_graphs: ClassVar[bool] = False  # launches can be captured in a CUDA graph
     capability_tuple: ClassVar[tuple[int, int]] = (8, 0)
 
     @classmethod
@@ -141,6 +142,7 @@ class CudaTarget(Target):
     has_triton_driver = True
     can_time = True
     accepts_gxu_tensors = True  # gxu memory is CUDA memory: Triton needs only data pointers
+    captures_cuda_graphs = True
 
     def __init__(self) -> None:
         self._launchers: dict[KernelLaunch, BinaryLauncher] = {}
