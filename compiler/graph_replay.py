@@ -19,8 +19,8 @@ CUDA graphs: clone what must outlive it.
 
 Not captured (they run kernel by kernel, and say why once in the log): training graphs (the
 next forward would overwrite the tensors saved for backward), graphs that mutate an input,
-outputs that alias an input, inputs off gxu, timed launches (`GXUSIM_TIMING`), and targets
-without CUDA graphs (the emulator).
+outputs that alias an input, inputs off gxu, timed launches (`GXUSIM_TIMING`), targets
+without CUDA graphs (the emulator), and graphs whose capture fails (an op that synchronises).
 """
 from __future__ import annotations
 
@@ -156,8 +156,11 @@ class GraphReplay:
                                           device=value.device)
             copies.append((i, backing_alias(read[i])))
         graph = self.new_graph()
-        with launch_records.collecting() as records:
-            outputs = graph.capture(lambda: self.call(list(read)))
+        try:
+            with launch_records.collecting() as records:
+                outputs = graph.capture(lambda: self.call(list(read)))
+        except RuntimeError as error:  # something in the graph cannot be captured
+            return self._refuse(f"capturing it failed: {str(error).splitlines()[0][:200]}")
         read_memory = {v.untyped_storage().data_ptr() for v in read if isinstance(v, torch.Tensor)}
         for position, output in enumerate(outputs):
             if isinstance(output, torch.Tensor) and output.untyped_storage().data_ptr() in read_memory:

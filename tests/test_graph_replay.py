@@ -97,3 +97,21 @@ def test_reduce_overhead_replays_cuda_graphs_of_gxu_kernels(monkeypatch):
     torch._dynamo.reset()
     with torch.no_grad():
         _check_replays(torch.compile(_fn, mode="reduce-overhead"), lambda: len(captures))
+
+
+class FailsToCapture(CallAgain):
+    def capture(self, call):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+def test_a_graph_whose_capture_fails_runs_kernel_by_kernel_and_says_why(monkeypatch, caplog):
+    monkeypatch.setattr(graph_replay, "refusal", lambda inputs: None)
+    monkeypatch.setattr(graph_replay, "CUDAGraph", FailsToCapture)
+    torch._dynamo.reset()
+    x, w = torch.randn(8, 16, device="gxu"), torch.randn(16, 16, device="gxu")
+    compiled = torch.compile(_fn, mode="reduce-overhead")
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger=graph_replay.__name__):
+        results = [compiled(x, w).cpu() for _ in range(3)]
+    assert "capturing it failed: operation not permitted" in caplog.text
+    for got in results:
+        torch.testing.assert_close(got, _fn(x.cpu(), w.cpu()))
