@@ -6,9 +6,10 @@ machines and GPUs.
 every item as a task, in a worker that first takes on the driver's target, spec and
 `GXUSIM_*` settings, and yields the results as tasks finish. Work that runs kernels on a GPU
 goes to one long-lived worker per GPU of the cluster (N GPUs run N items at once, each
-worker warm after its first), anything else is a task holding one CPU. `gpu_workers()` keeps that pool of GPU workers, started and warmed up, for every call in a
-block (several sweeps, a calibration and a sweep), rather than one pool per call.
-`ray_runner(address)` is a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
+worker warm after its first), anything else is a task holding one CPU. `gpu_workers()`
+keeps that pool of GPU workers, started and warmed up, for every call in a block (several
+sweeps, a calibration and a sweep), rather than one pool per call. `ray_runner(address)` is
+a `runner` for `gxusim.sweep.sweep` (`gxusim sweep --ray`) on top of it; `gxusim calibrate
 --ray` and `benchmarks/bench_ceiling.py --ray` measure their programs and cases with it. Ray
 is an optional extra (`pip install 'gxusim[ray]'`), imported by this module only.
 
@@ -104,8 +105,8 @@ def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,
     """(item, `function(item, *args)`) for every item, each computed on the connected
     cluster (`connect`) and yielded as it finishes; an item that failed for good yields its
     exception instead. `uses_gpu`: each call holds a GPU (it runs kernels). `affinity`: items
-    with the same key go to the same GPU worker where they can (a sweep's runs of one model:
-    a worker compiles a model's first run slower than the next ones)."""
+    with the same key go to the same GPU worker where they can (a sweep's runs of one model,
+    whose compiled code and caches that worker already holds)."""
     ray = _import_ray()
     target = current_target()  # resolved here: "auto" means the driver's choice for all
     spec_fields = current_spec().as_dict()  # a spec read from a driver-side file travels too
