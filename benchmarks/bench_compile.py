@@ -75,7 +75,8 @@ def small_add_relu_row() -> dict:
         for mode in (None, "reduce-overhead"):
             torch._dynamo.reset()
             inputs = (torch.randn(1000, device=device), torch.randn(1000, device=device))
-            timings[device, mode] = _timed_calls(torch.compile(fn, mode=mode), inputs, calls=200) * 1e3
+            compiled = torch.compile(fn, mode=mode)
+            timings[device, mode] = _timed_calls(compiled, inputs, calls=200) * 1e3
     return dict(model="add_relu 1000 elements", gxu_compile_s=math.nan, cuda_compile_s=math.nan,
                 gxu_call_ms=timings["gxu", None], cuda_call_ms=timings["cuda", None],
                 gxu_graphed_call_ms=timings["gxu", "reduce-overhead"],

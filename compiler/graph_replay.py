@@ -163,7 +163,8 @@ class GraphReplay:
             return self._refuse(f"capturing it failed: {str(error).splitlines()[0][:200]}")
         read_memory = {v.untyped_storage().data_ptr() for v in read if isinstance(v, torch.Tensor)}
         for position, output in enumerate(outputs):
-            if isinstance(output, torch.Tensor) and output.untyped_storage().data_ptr() in read_memory:
+            if isinstance(output, torch.Tensor) and \
+                    output.untyped_storage().data_ptr() in read_memory:
                 return self._refuse(f"output {position} aliases an input")
         return _Captured(graph, copies, {i: p for i, p in _pointers(inputs).items()
                                          if i not in moved}, outputs, records)
