@@ -115,3 +115,20 @@ def test_a_graph_whose_capture_fails_runs_kernel_by_kernel_and_says_why(monkeypa
     assert "capturing it failed: operation not permitted" in caplog.text
     for got in results:
         torch.testing.assert_close(got, _fn(x.cpu(), w.cpu()))
+
+
+def test_a_graph_that_mutates_an_input_is_not_captured(monkeypatch, caplog):
+    monkeypatch.setattr(graph_replay, "refusal", lambda inputs: None)
+    monkeypatch.setattr(graph_replay, "CUDAGraph", CallAgain)
+    monkeypatch.setattr(CallAgain, "captures", 0)
+
+    def accumulate(total, x):
+        total.add_(x)
+        return total * 2
+    torch._dynamo.reset()
+    total, x = torch.zeros(64, device="gxu"), torch.ones(64, device="gxu")
+    compiled = torch.compile(accumulate, mode="reduce-overhead")
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger=graph_replay.__name__):
+        results = [compiled(total, x).cpu() for _ in range(3)]
+    assert "mutates its inputs" in caplog.text and CallAgain.captures == 0
+    assert [r[0].item() for r in results] == [2.0, 4.0, 6.0] and total.cpu()[0].item() == 3.0
