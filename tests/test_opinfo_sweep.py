@@ -1,9 +1,12 @@
-"""OpInfo sweep: every op in PyTorch's `op_db` runs on gxu and matches CPU (float32).
+"""OpInfo sweep: every op in PyTorch's `op_db` runs on gxu and matches the same op on the
+backing device (float32): the CPU on the emulator target, the GPU on the cuda target, so
+what is tested is gxu's plumbing, not the two devices' numerics (TF32 convolutions, other
+reduction orders).
 
-For each op, the first `SAMPLES_PER_OP` float32 samples run on CPU and on gxu (tensor
-arguments moved, including those nested in lists and kwargs); results are compared with
-`torch.testing.assert_close(equal_nan=True)`. Samples whose CPU run raises are not
-attempted. Ops that draw random numbers (any aten op they call is tagged
+For each op, the first `SAMPLES_PER_OP` float32 samples run on the backing device and on
+gxu (tensor arguments moved, including those nested in lists and kwargs); results are
+compared with `torch.testing.assert_close(equal_nan=True)`. Samples whose backing run
+raises are not attempted. Ops that draw random numbers (any aten op they call is tagged
 `nondeterministic_seeded`) and ops whose results are uninitialised memory are compared
 by shape and dtype only. Run alone with `-s` to see the pass rate and the failures:
 `python -m pytest tests/test_opinfo_sweep.py -q -s`.
@@ -19,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import gxusim  # noqa: F401  (registers gxu)
+from gxusim import target
 
 pytest.importorskip("expecttest", reason="torch.testing._internal (op_db) needs expecttest")
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
@@ -82,7 +86,7 @@ def _compare(actual: Any, expected: Any, values: bool) -> None:
         assert isinstance(actual, torch.Tensor) and actual.device.type == "gxu", \
             f"expected a gxu tensor, got {type(actual).__name__} on " \
             f"{getattr(actual, 'device', None)}"
-        actual = actual.cpu()
+        actual, expected = actual.cpu(), expected.cpu()
         if values:
             torch.testing.assert_close(actual, expected, equal_nan=True)
         else:
@@ -96,13 +100,17 @@ def _compare(actual: Any, expected: Any, values: bool) -> None:
 
 
 def _check_sample(op: Any, sample: Any) -> bool | None:
-    """None: CPU raises (not attempted); True: gxu matches; raises on a gxu failure."""
-    gxu_input, gxu_args, gxu_kwargs = (_move(v, "gxu") for v in (sample.input, sample.args,
-                                                                   sample.kwargs))
+    """None: the backing device raises (not attempted); True: gxu matches; raises on a gxu
+    failure."""
+    values = (sample.input, sample.args, sample.kwargs)
+    gxu_input, gxu_args, gxu_kwargs = (_move(v, "gxu") for v in values)
+    backing = target.backing_device()
+    if backing.type != "cpu":
+        values = tuple(_move(v, str(backing)) for v in values)
     seeded = _SeededOps()
     try:
         with seeded:
-            expected = op(sample.input, *sample.args, **sample.kwargs)
+            expected = op(values[0], *values[1], **values[2])
     except Exception:
         return None
     actual = op(gxu_input, *gxu_args, **gxu_kwargs)
