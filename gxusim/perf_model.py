@@ -13,42 +13,55 @@ walking its phases (`gxusim.kernel_work.kernel_phases`: the statements at tile l
 the body of each `tl.range` loop over a reduction's chunks):
 
 * **tile-level phase** (a pointwise tile, a persistent reduction's rows):
-  `latency + bytes / SM bandwidth + compute`, where
-  - latency = memory_latency_s x max(1, vector loads per thread / loads_in_flight) x the
-    dependent loads in a row (a gather: 2). A thread keeps only so many 16-byte loads in
-    flight (measured on the H200: ~6); a tile whose threads load more takes several round
-    trips. mul_relu 100M, 2 warps: 4 vector loads per thread 0.56 us/tile, 8 loads 1.10 us;
-    fma3 (three inputs) steps at half the elements per thread.
+  `latency + smoothmax(further round trips, bytes / SM bandwidth) + compute`, where
+  - latency = memory_latency_s x the dependent loads in a row (a gather: 2): the tile's
+    first round trip.
+  - further round trips = latency x (vector accesses per thread / loads_in_flight - 1),
+    when a thread loads and stores more 16-byte vectors than it keeps in flight (stores
+    hold slots as loads do: broadcast_add, one load and one store per element, was
+    predicted 10-15% fast when only loads counted). mul_relu 100M, 2 warps: 4 vector
+    loads per thread 0.56 us/tile, 8 loads 1.10 us; fma3 (three inputs) steps at half the
+    elements per thread.
   - bytes / SM bandwidth: the tile's loads and stores through one SM (shared by the
-    programs resident on it). mul_relu 100M at 64 elements per thread: 1 warp, 16 KB
-    tiles, 1.2 us per tile; 16 warps, 256 KB tiles, 2.8 us: per tile time grows with the
-    bytes through the SM (fitted ~210 GB/s per SM on top of the round trips). 32 programs
-    on 32 of 132 SMs never reach DRAM bandwidth; a device-wide bytes/bandwidth term
-    cannot see it.
-  - compute = elements per thread x (flop_issue_s x arithmetic steps + transcendental_
-    issue_s x libdevice calls (in expf's)) along the longest per-element dependency chain.
-    One warp per SM sub-partition leaves no other warp to hide latency, so the chain's
-    latency, not the instruction count, sets the pace: tanh_gelu (chain of 7 ops and a
-    tanh) costs 80 ns per element per thread on the H200, exp_sin (exp and sin side by
-    side) ~50 ns although it has more instructions.
+    programs resident on it). After the first round trip the tile streams at the slower of
+    the two rates (Little's law: the bytes a thread keeps in flight, or what the SM moves),
+    hence the smooth max, not a sum. mul_relu 1G, 16 warps: 32 KB tiles 0.63 us, 256 KB
+    tiles 2.7 us (~95 GB/s per SM, 32 SMs ~3 TB/s; fitted ~130 GB/s on top of the first
+    round trip). 32 programs on 32 of 132 SMs never reach DRAM bandwidth; a device-wide
+    bytes/bandwidth term cannot see it.
+  - compute = elements per thread x (flop_issue_s x (arithmetic steps + WORD_STEPS x the
+    4-byte words the element loads and stores) + transcendental_issue_s x libdevice calls
+    (in expf's)) along the longest per-element dependency chain. Each word a thread moves
+    costs issue (its address, mask, memory instruction): mul_relu 20M at 1024-element
+    tiles, one round trip each, takes 359 us on 1 warp, 257 on 4, 216 on 16. One warp per
+    SM sub-partition leaves no other warp to hide latency, so the chain's latency, not the
+    instruction count, sets the pace: tanh_gelu (chain of 7 ops and a tanh) costs 80 ns per
+    element per thread on the H200, exp_sin (exp and sin side by side) ~50 ns although it
+    has more instructions.
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
     layout_convert_s each (a per-SM throughput, so per tile element, not per thread: fits
     the calibration's permute at 1 to 16 warps, 8.5% against 9.9% per thread element).
 * **looped phase** (a looped reduction's chunk loop, `iterations` = chunks):
-  `smoothmax(memory_latency_s + element_issue_s x W/(W+1) x 4-byte words loaded per
-  thread (all chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads
-  feed the accumulator and are not overlapped with the next chunk's: on the H200 each
-  16-byte load per thread costs 100-250 ns at 2 to 16 warps, about half that with one
-  warp (W/(W+1): its loads queue behind no other warp's), in row sums, amax, softmax and
-  layernorm passes alike, while the chunk's arithmetic (even layernorm's Welford update)
-  hides under it. (Triton does not pipeline these loops: num_stages 1 and 3 time the same.)
+  `smoothmax(latency, element_issue_s x W/(W+1) x 4-byte words loaded per thread (all
+  chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads feed the
+  accumulator and are not overlapped with the next chunk's: on the H200 each 16-byte load
+  per thread costs 100-250 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
+  loads queue behind no other warp's), in row sums, amax, softmax and layernorm passes
+  alike, while the chunk's arithmetic (even layernorm's Welford update) hides under it.
+  (Triton does not pipeline these loops: num_stages 1 and 3 time the same.) A later chunk
+  loop that re-reads the rows an earlier one of the same tile loaded (softmax's second and
+  third passes, layernorm's normalising pass) finds them in L2 when the tile's rows fit in
+  the program's share of it (`cached_load_bytes`): those words cost no element_issue_s
+  (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233 us measured, 623
+  predicted when every pass waited on DRAM).
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory); scan_chunk_s per chunk of a block scan (each waits for the
   previous chunk's carry).
 
 The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max where one
-term dominates, a little above where they compete, differentiable for the fit.
+term dominates, a little above where they compete, differentiable for the fit; `breakdown`
+shares it among the competing terms in proportion to each one's pull on it.
 
 Every coefficient is a spec field (`TERMS`), so the same model predicts a GPU (calibrated:
 `fit` on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers). The
@@ -77,6 +90,10 @@ from .spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
 SMOOTH_MAX_POWER = 4.0
+# Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
+# instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
+# are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
+WORD_STEPS = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +235,8 @@ TERMS: tuple[Term, ...] = (
     Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
     Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
-    Term("flop_issue_s", "per element per thread: one dependent arithmetic step"),
+    Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
+         "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
@@ -234,50 +252,85 @@ def _smooth_max(*values: float) -> float:
     return peak * sum((v / peak) ** SMOOTH_MAX_POWER for v in values) ** (1 / SMOOTH_MAX_POWER)
 
 
-def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                 sharing: int) -> dict[str, float]:
-    """Seconds of one phase per tile, by the spec field that charges them."""
+def _smooth_max_by_field(*bounds: Mapping[str, float]) -> dict[str, float]:
+    """The smooth max of competing bounds (each the sum of its fields' seconds), shared
+    among the fields in proportion to each bound's pull on it, so a breakdown still sums to
+    the time."""
+    sizes = [sum(bound.values()) for bound in bounds]
+    total = _smooth_max(*sizes)
+    weight = sum(size ** SMOOTH_MAX_POWER for size in sizes)
+    shares: dict[str, float] = {}
+    for bound, size in zip(bounds, sizes):
+        if size <= 0:
+            continue
+        for field, seconds in bound.items():
+            share = total * size ** SMOOTH_MAX_POWER / weight * seconds / size
+            shares[field] = shares.get(field, 0.0) + share
+    return shares
+
+
+def cached_load_bytes(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchFacts,
+                      spec: HardwareSpec) -> float:
+    """Bytes per iteration of a chunk loop that re-reads what an earlier chunk loop of the
+    same tile loaded (softmax's and layernorm's later passes over their rows): they come
+    back from cache, not DRAM, when the tile's rows fit in the program's share of L2."""
+    first = next((p for p in earlier if p.looped and p.load_bytes > 0
+                  and p.iterations == phase.iterations), None)
+    if not phase.looped or first is None:
+        return 0.0
+    resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
+    if first.iterations * first.load_bytes > spec.l2_bytes / resident:
+        return 0.0
+    return min(phase.load_bytes, first.load_bytes)
+
+
+def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
+                  bandwidth: float, cached: float) -> dict[str, float]:
+    """Seconds of a phase's memory traffic per tile, by field (see the module docstring)."""
     threads = facts.num_warps * spec.warp_size
-    per_thread = phase.elements / threads
-    vector_loads = phase.load_bytes / (VECTOR_BYTES * threads)
+    steps = phase.iterations
+    latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
+    if phase.looped:
+        loads = 0.0
+        if phase.load_depth:
+            queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
+            loads = spec.element_issue_s * queued * steps * (phase.load_bytes - cached) / \
+                (4 * threads) * phase.load_depth
+        return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
+                                    {"sm_bandwidth": steps * bandwidth})
+    # A tile's stores hold in-flight slots as its loads do. After the first round trip the
+    # rest streams at the slower of the threads' in-flight limit (the further round trips,
+    # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
+    accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
+    round_trips = max(1.0, accesses / spec.loads_in_flight) if spec.loads_in_flight > 0 \
+        else 1.0
+    further = latency * (round_trips - 1)
+    return {"memory_latency_s": latency,
+            **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
+
+
+def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
+                 sharing: int, cached: float = 0.0) -> dict[str, float]:
+    """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
+    per iteration served from cache, which wait for no DRAM round trip)."""
+    per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     moved = sharing * (phase.load_bytes + phase.store_bytes)
     bandwidth = moved / spec.sm_bandwidth if spec.sm_bandwidth > 0 else 0.0
-    flops = per_thread * phase.arithmetic_steps * spec.flop_issue_s
-    calls = per_thread * phase.transcendental_steps * spec.transcendental_issue_s
-    terms = dict.fromkeys((t.field for t in TERMS), 0.0)
     steps = phase.iterations
-    if phase.looped:
-        latency = loads = 0.0
-        if phase.load_depth:
-            latency = spec.memory_latency_s
-            queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
-            loads = spec.element_issue_s * queued * steps * phase.load_bytes / (4 * threads) * \
-                phase.load_depth
-        parts = {"memory_latency_s": latency, "element_issue_s": loads,
-                 "sm_bandwidth": steps * bandwidth, "flop_issue_s": steps * flops,
-                 "transcendental_issue_s": steps * calls}
-        # Three bounds on the chunk loop; the time is their smooth max, shared among the
-        # terms in proportion to their share of it (so the breakdown still sums up).
-        bounds = (latency + loads, steps * bandwidth, steps * (flops + calls))
-        total = _smooth_max(*bounds)
-        weight = sum(b ** SMOOTH_MAX_POWER for b in bounds)
-        for field, seconds in parts.items():
-            bound = bounds[0] if field in ("memory_latency_s", "element_issue_s") else \
-                bounds[1] if field == "sm_bandwidth" else bounds[2]
-            if bound > 0 and weight > 0:
-                terms[field] += total * (bound ** SMOOTH_MAX_POWER / weight) * seconds / bound
-    else:
-        if phase.load_depth:
-            in_flight = max(1.0, spec.loads_in_flight)
-            round_trips = max(1.0, vector_loads / in_flight) if spec.loads_in_flight > 0 \
-                else 1.0
-            latency = spec.memory_latency_s * round_trips * phase.load_depth
-            # the extra round trips are what loads_in_flight charges
-            terms["memory_latency_s"] += spec.memory_latency_s * phase.load_depth
-            terms["loads_in_flight"] += latency - spec.memory_latency_s * phase.load_depth
-        terms["sm_bandwidth"] += bandwidth
-        terms["flop_issue_s"] += flops
-        terms["transcendental_issue_s"] += calls
+    words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
+        else 0.0  # 4-byte words an element moves (broadcast vectors excluded)
+    issue_steps = phase.arithmetic_steps + WORD_STEPS * words
+    compute = {"flop_issue_s": steps * per_thread * issue_steps * spec.flop_issue_s,
+               "transcendental_issue_s": steps * per_thread * phase.transcendental_steps *
+               spec.transcendental_issue_s}
+    memory = _memory_terms(phase, facts, spec, bandwidth, cached)
+    terms = dict.fromkeys((t.field for t in TERMS), 0.0)
+    if phase.looped:  # the chunk loop's arithmetic hides under its loads, or they under it
+        parts = _smooth_max_by_field(memory, compute)
+    else:  # the tile's arithmetic waits for its loads
+        parts = {**memory, **compute}
+    for field, seconds in parts.items():
+        terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += steps * phase.elements * spec.layout_convert_s
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
@@ -290,8 +343,9 @@ def tile_breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
     phases = facts.phases or (_legacy_phase(facts),)
     sharing = programs_per_sm(facts, spec)
     total = dict.fromkeys((t.field for t in TERMS), 0.0)
-    for phase in phases:
-        for field, seconds in _phase_terms(phase, facts, spec, sharing).items():
+    for index, phase in enumerate(phases):
+        cached = cached_load_bytes(phase, phases[:index], facts, spec)
+        for field, seconds in _phase_terms(phase, facts, spec, sharing, cached).items():
             total[field] += seconds
     return total
 
