@@ -16,12 +16,18 @@ the body of each `tl.range` loop over a reduction's chunks):
   `latency + smoothmax(further round trips, bytes / SM bandwidth) + compute`, where
   - latency = memory_latency_s x the dependent loads in a row (a gather: 2): the tile's
     first round trip.
-  - further round trips = latency x (vector accesses per thread / loads_in_flight - 1),
+  - further round trips = latency x (vector accesses per thread / in-flight vectors - 1),
     when a thread loads and stores more 16-byte vectors than it keeps in flight (stores
     hold slots as loads do: broadcast_add, one load and one store per element, was
     predicted 10-15% fast when only loads counted). mul_relu 100M, 2 warps: 4 vector
     loads per thread 0.56 us/tile, 8 loads 1.10 us; fma3 (three inputs) steps at half the
-    elements per thread.
+    elements per thread. A load in flight holds its destination registers, so the
+    accesses a thread keeps in flight (loads_in_flight, with all max_regs_per_thread
+    registers) shrink with its register budget, the SM's register file over the program's
+    threads (`register_budget`; on the H200 255 registers up to 8 warps, 128 at 16). The
+    gxu policy's 32K-element tiles at 16 warps were predicted too fast against the seed's
+    1K tiles (gxu/seed ratios of add_relu and mul_relu 10-11% low; with this and the layout
+    barriers below, refitted, 2-3%).
   - bytes / SM bandwidth: the tile's loads and stores through one SM (shared by the
     programs resident on it). After the first round trip the tile streams at the slower of
     the two rates (Little's law: the bytes a thread keeps in flight, or what the SM moves),
@@ -41,7 +47,11 @@ the body of each `tl.range` loop over a reduction's chunks):
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
     layout_convert_s each (a per-SM throughput, so per tile element, not per thread: fits
-    the calibration's permute at 1 to 16 warps, 8.5% against 9.9% per thread element).
+    the calibration's permute at 1 to 16 warps, 8.5% against 9.9% per thread element), and
+    its barriers (the block writes shared memory, waits, reads it back) once a tile,
+    layout_sync_s (~120 ns on the H200): small transpose tiles were predicted ~20% fast and
+    large ones slow when the whole conversion was charged per element (the suite's 32x32
+    against 128x128 transpose tiles: gxu/seed ratio 21% off, now 1%).
 * **looped phase** (a looped reduction's chunk loop, `iterations` = chunks):
   `smoothmax(latency, element_issue_s x W/(W+1) x 4-byte words loaded per thread (all
   chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads feed the
@@ -232,13 +242,15 @@ class Term:
 TERMS: tuple[Term, ...] = (
     Term("launch_overhead_s", "one launch"),
     Term("memory_latency_s", "one memory round trip of a tile (or a chunk loop's first)"),
-    Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip"),
+    Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip, with "
+         "max_regs_per_thread registers (fewer in proportion to a smaller register budget)"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
     Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
+    Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
     Term("scan_chunk_s", "one serial scan chunk"),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
@@ -284,6 +296,22 @@ def cached_load_bytes(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: L
     return min(phase.load_bytes, first.load_bytes)
 
 
+def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
+    """32-bit registers one thread may hold: the SM's register file over one program's
+    threads, at most max_regs_per_thread (H200: 255 up to 8 warps, 128 at 16). As in the
+    emulator's occupancy model, the register allocator sizes a thread for one resident
+    program; more programs per SM are resident only if their registers fit besides."""
+    threads = facts.num_warps * spec.warp_size
+    return max(1, min(spec.max_regs_per_thread, spec.regs_per_sm // threads))
+
+
+def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """16-byte accesses a thread keeps in flight per round trip: loads_in_flight with all
+    max_regs_per_thread registers, fewer in proportion to a smaller `register_budget` (a
+    load in flight holds its destination registers)."""
+    return spec.loads_in_flight * register_budget(facts, spec) / spec.max_regs_per_thread
+
+
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   bandwidth: float, cached: float) -> dict[str, float]:
     """Seconds of a phase's memory traffic per tile, by field (see the module docstring)."""
@@ -302,8 +330,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # rest streams at the slower of the threads' in-flight limit (the further round trips,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
     accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
-    round_trips = max(1.0, accesses / spec.loads_in_flight) if spec.loads_in_flight > 0 \
-        else 1.0
+    slots = in_flight_vectors(facts, spec)
+    round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
     further = latency * (round_trips - 1)
     return {"memory_latency_s": latency,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
@@ -333,6 +361,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += steps * phase.elements * spec.layout_convert_s
+        terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
     terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s
     return terms

@@ -43,9 +43,11 @@ class HardwareSpec:
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
     loads_in_flight: float = 5.4  # 16-byte loads a thread keeps in flight per round trip
+    # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
+    layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
@@ -73,7 +75,7 @@ _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s", "flop_issue_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "layout_convert_s", "reduction_s")
+                "layout_convert_s", "layout_sync_s", "reduction_s")
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:

@@ -238,6 +238,25 @@ def test_a_thread_with_more_accesses_than_it_keeps_in_flight_pays_more_round_tri
     assert per_tile[1] == pytest.approx(2 * spec.memory_latency_s)
 
 
+def test_a_thread_keeps_fewer_loads_in_flight_when_more_threads_share_the_registers():
+    spec = gxusim.load_spec("gxu-on-h200")  # 65536 registers per SM, at most 255 a thread
+    slots = {w: perf_model.in_flight_vectors(
+        _facts(spec, MUL_RELU, {"XBLOCK": 4096}, w, 32, N, 8 * N), spec) for w in (1, 8, 16)}
+    assert slots[1] == slots[8] == pytest.approx(spec.loads_in_flight)
+    assert slots[16] == pytest.approx(spec.loads_in_flight * 128 / 255)
+
+
+def test_a_layout_conversion_pays_its_barriers_once_a_tile():
+    spec = gxusim.load_spec("gxu-on-h200")
+    small, big = (LaunchFacts(32, 4, 4096 // x, x, 1e6, 1, phases=(PhaseFacts(
+        1, x, 4 * x, 4 * x, 1, transposed=True),)) for x in (1024, 4096))
+    # a program's 4 tiles of 1024 elements against its one tile of 4096: the same elements
+    assert breakdown(small, spec)["layout_sync_s"] == pytest.approx(4 * spec.layout_sync_s)
+    assert breakdown(big, spec)["layout_sync_s"] == pytest.approx(spec.layout_sync_s)
+    assert breakdown(small, spec)["layout_convert_s"] == \
+        pytest.approx(breakdown(big, spec)["layout_convert_s"])
+
+
 def test_a_later_pass_over_rows_that_fit_in_l2_waits_for_no_dram_loads():
     spec = gxusim.load_spec("gxu-on-h200")
     facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": 4, "R0_BLOCK": 512}, 8, 32, 2048,
@@ -298,6 +317,7 @@ def _varied_launches(spec):
     thread keeps in flight, transcendentals, looped and persistent reductions, a
     transpose, a scan; on 1 to 16 warps and 8 or 32 programs."""
     transpose = PhaseFacts(1, 4096, 16384, 16384, 1, transposed=True)
+    small_transpose = PhaseFacts(1, 1024, 4096, 4096, 1, transposed=True)
     scan = (PhaseFacts(1, 1, 0, 0, 0), PhaseFacts(16, 2048, 8192, 8192, 1, 1.0, scans=1,
                                                   looped=True))
     out = []
@@ -317,6 +337,8 @@ def _varied_launches(spec):
                                    phases=launch_phases(LAYERNORM_ROWS,
                                                         {"XBLOCK": 64, "R0_BLOCK": 64}, 1)))
             out.append(LaunchFacts(programs, warps, 16, 4096, 1e8, bpsm, phases=(transpose,)))
+            out.append(LaunchFacts(programs, warps, 64, 1024, 1e8, bpsm,
+                                   phases=(small_transpose,)))
             out.append(LaunchFacts(programs, warps, 2, 32768, 1e7, bpsm, phases=scan))
     return out
 
@@ -326,12 +348,12 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
     truth = start.replace(launch_overhead_s=3e-6, memory_latency_s=5e-7, loads_in_flight=8.0,
                           sm_bandwidth=1.5e11, element_issue_s=2e-8, flop_issue_s=3e-9,
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
-                          reduction_s=1e-7, scan_chunk_s=1e-6)
+                          layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6)
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
     for field in ("launch_overhead_s", "memory_latency_s", "loads_in_flight", "sm_bandwidth",
                   "element_issue_s", "flop_issue_s", "transcendental_issue_s",
-                  "layout_convert_s", "reduction_s", "scan_chunk_s"):
+                  "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s"):
         assert field in result.fitted
         assert getattr(result.spec, field) == pytest.approx(getattr(truth, field), rel=1e-3), field
     assert result.max_error < 1e-4
@@ -345,7 +367,7 @@ def test_fit_keeps_what_the_samples_do_not_exercise_and_shrugs_off_an_outlier():
     times = [predict_seconds(p, truth) for p in launches]
     times[0] *= 3  # one config the model cannot explain
     result = fit(start, launches, times)
-    assert "scan_chunk_s" not in result.fitted and "layout_convert_s" not in result.fitted
+    assert not {"scan_chunk_s", "layout_convert_s", "layout_sync_s"} & set(result.fitted)
     assert result.spec.scan_chunk_s == start.scan_chunk_s
     assert result.spec.memory_latency_s == pytest.approx(5e-7, rel=0.02)
     assert result.median_error < 0.01
