@@ -15,9 +15,9 @@ other runs first generates other source for the same kernel and misses the cache
 torch and gxusim (once per cluster, not per sweep); for GPU work, a worker per GPU that has
 compiled and run a small model (`distributed.gpu_workers()`, which keeps them for every sweep
 of a block; `gxusim sweep --ray` alone starts them within its sweep). "sweep" is
-`sweep.sweep` itself. With `--repeat N` the variants
-take turns N times and each keeps its best time (other jobs on the machine only ever add
-time). Prints both with each variant's ratio to the local sweep and its speed-up over the
+`sweep.sweep` itself. With `--repeat N` the variants take turns N times and each keeps its
+best time (other jobs on the machine only ever add time; the first variant of a run on a
+just-started machine also pays cold disk caches). Prints both with each variant's ratio to the local sweep and its speed-up over the
 first Ray variant (throughput: same runs), also counted from the first row back (what is
 left once a worker has started and compiled its first run), and checks that all gave the
 same rows.

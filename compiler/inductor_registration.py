@@ -210,7 +210,6 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         _last_code[0] = getattr(code, "value", code)
         return result
 
-
     def generate_end(self, result: Any) -> None:
         super().generate_end(result)
         # mode="reduce-overhead": Inductor's CUDA graphs skip gxu graphs, graph_replay serves
