@@ -20,13 +20,11 @@ convolution), so those run as one backing-device kernel instead of decomposing o
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
 storages grow by reallocation) and `set_` (metadata only); `empty` and `empty_strided`
 have theirs for speed (compiled graphs allocate every output with them on every call).
-A gxu argument's alias is cached per tensor and reused while its metadata is unchanged.
 """
 from __future__ import annotations
 
 import functools
 import threading
-import weakref
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -35,6 +33,7 @@ from torch.utils._pytree import tree_map
 from gxusim import target
 
 from . import memory
+from .native import native
 
 _generator: torch.Generator | None = None
 # The swap below briefly replaces a process-wide generator's state; serialise it so that
@@ -129,86 +128,36 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
     return kwargs[name] if name in kwargs else args[position]
 
 
-def _with_math_bits(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """`tensor` carrying `like`'s lazy conjugate/negative bits, which views of memory (both
-    ways: gxu -> alias, result -> gxu) do not inherit, and which ops such as `conj()`,
-    `fft.ifft` and conj-aware matmuls rely on."""
-    if like.is_conj():
-        torch._C._set_conj(tensor, True)
-    if like.is_neg():
-        torch._C._set_neg(tensor, True)
-    return tensor
+def _to_backing(value: Any, device: torch.device) -> Any:
+    """A value as the backing device sees it: gxu tensors and storages as aliases of their
+    memory, the gxu device as the backing device; lists and tuples element by element."""
+    if isinstance(value, torch.Tensor):
+        return native.alias(value, device) if value.device.type == "gxu" else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_backing(v, device) for v in value)
+    if isinstance(value, torch.device) and value.type == "gxu":
+        return target.freeze()
+    if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
+        return memory.alias_storage(value)
+    return value
 
 
-_AliasKey = tuple  # (storage data_ptr, nbytes, offset, size, stride, dtype, conj, neg)
-# id(gxu tensor) -> (weak reference to it, its _AliasKey when aliased, the alias). A tensor
-# passed to many ops (a weight, an accumulator) is aliased once, not on every call.
-_alias_cache: dict[int, tuple[weakref.ref, _AliasKey, torch.Tensor]] = {}
-_MAX_CACHED_ALIASES = 4096  # dead tensors' entries are dropped wholesale past this
-
-
-def _alias_key(tensor: torch.Tensor, storage: torch.UntypedStorage) -> _AliasKey:
-    """Everything an alias copies from its gxu tensor: equal keys, interchangeable aliases.
-    Metadata can change in place (`set_`, `.data =`, `t_`, a grown `out=`), so it is
-    compared on every use rather than trusted."""
-    return (storage.data_ptr(), storage.nbytes(), tensor.storage_offset(), tensor.size(),
-            tensor.stride(), tensor.dtype, tensor.is_conj(), tensor.is_neg())
-
-
-def _forget_alias(value: Any) -> None:
-    _alias_cache.pop(id(value), None)
-
-
-class _Aliaser:
-    """Replaces gxu values by backing-device aliases, remembering which storages it saw."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.storages: dict[int, torch.UntypedStorage] = {}
-
-    def tensor(self, value: torch.Tensor) -> torch.Tensor:
-        entry = _alias_cache.get(id(value))
-        if entry is None or entry[0]() is not value:
-            if value.device.type != "gxu":
-                return value
-            entry = None
-        storage = value.untyped_storage()
-        self.storages[storage.data_ptr()] = storage
-        key = _alias_key(value, storage)
-        if entry is not None and entry[1] == key:
-            return entry[2]
-        alias = _with_math_bits(memory.alias_with(value, storage, self.device), value)
-        if len(_alias_cache) >= _MAX_CACHED_ALIASES:
-            _alias_cache.clear()
-        _alias_cache[id(value)] = (weakref.ref(value), key, alias)
-        return alias
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return self.tensor(value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(self(v) for v in value)
-        if isinstance(value, torch.device) and value.type == "gxu":
-            return target.freeze()
-        if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
-            return memory.alias_storage(value)
-        return value
-
-    def arguments(self, plan: _Plan, args: tuple, kwargs: dict) -> tuple[list, dict]:
-        backing_args = list(args)
-        backing_kwargs = dict(kwargs)
-        for position, name in plan.mapped:
-            if name in kwargs:
-                backing_kwargs[name] = self(kwargs[name])
-            elif position < len(args):
-                value = args[position]
-                # A Python number in a Tensor argument is a wrapped number that the boxed
-                # call unwrapped; the op's schema needs it back as a (CPU, 0-dim) tensor.
-                if name in plan.tensors and isinstance(value, (bool, int, float, complex)):
-                    backing_args[position] = torch.tensor(value)
-                else:
-                    backing_args[position] = self(value)
-        return backing_args, backing_kwargs
+def _backing_arguments(plan: _Plan, device: torch.device, args: tuple, kwargs: dict
+                       ) -> tuple[list, dict]:
+    backing_args = list(args)
+    backing_kwargs = dict(kwargs)
+    for position, name in plan.mapped:
+        if name in kwargs:
+            backing_kwargs[name] = _to_backing(kwargs[name], device)
+        elif position < len(args):
+            value = args[position]
+            # A Python number in a Tensor argument is a wrapped number that the boxed call
+            # unwrapped; the op's schema needs it back as a (CPU, 0-dim) tensor.
+            if name in plan.tensors and isinstance(value, (bool, int, float, complex)):
+                backing_args[position] = torch.tensor(value)
+            else:
+                backing_args[position] = _to_backing(value, device)
+    return backing_args, backing_kwargs
 
 
 def _sync_geometry(original: Any, alias: Any) -> None:
@@ -217,27 +166,18 @@ def _sync_geometry(original: Any, alias: Any) -> None:
     if memory.is_gxu(original) and (alias.size() != original.size()
                                 or alias.stride() != original.stride()
                                 or alias.storage_offset() != original.storage_offset()):
-        _forget_alias(original)
         memory.set_storage(original, original.untyped_storage(), alias.storage_offset(),
                            alias.size(), alias.stride())
 
 
 def _run_on_backing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, args: tuple,
-                    kwargs: dict) -> tuple[_Aliaser, Any]:
-    aliaser = _Aliaser(device)
-    backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
-    try:
-        result = _run(op, plan, backing_args, backing_kwargs)
-    except BaseException:
-        # A failed kernel may have changed a written alias's metadata (an `out=` resized
-        # before its storage refused to grow): its cached alias no longer matches its key.
-        for position, name in plan.written:
-            _map(_argument(args, kwargs, position, name), _forget_alias)
-        raise
+                    kwargs: dict) -> Any:
+    backing_args, backing_kwargs = _backing_arguments(plan, device, args, kwargs)
+    result = _run(op, plan, backing_args, backing_kwargs)
     for position, name in plan.written:
         _map_pairs(_argument(args, kwargs, position, name),
                    _argument(backing_args, backing_kwargs, position, name), _sync_geometry)
-    return aliaser, result
+    return result
 
 
 def _run(op: torch._ops.OpOverload, plan: _Plan, args: list, kwargs: dict) -> Any:
@@ -245,12 +185,11 @@ def _run(op: torch._ops.OpOverload, plan: _Plan, args: list, kwargs: dict) -> An
 
 
 def _run_growing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, args: tuple,
-                 kwargs: dict) -> tuple[_Aliaser, Any]:
+                 kwargs: dict) -> Any:
     """Run an op that must grow a written gxu tensor, which an alias cannot: the written
     arguments run as ordinary (growable) backing tensors, then each gxu tensor takes over
     its grown backing memory (no copy), as a gxu storage that grows is replaced."""
-    aliaser = _Aliaser(device)
-    backing_args, backing_kwargs = aliaser.arguments(plan, args, kwargs)
+    backing_args, backing_kwargs = _backing_arguments(plan, device, args, kwargs)
     written = []
     for position, name in plan.written:
         growable = _map(_argument(backing_args, backing_kwargs, position, name),
@@ -263,12 +202,11 @@ def _run_growing(op: torch._ops.OpOverload, plan: _Plan, device: torch.device, a
     result = _run(op, plan, backing_args, backing_kwargs)
     for original, grown in written:
         _map_pairs(original, grown, _adopt)
-    return aliaser, result
+    return result
 
 
 def _adopt(original: Any, grown: Any) -> None:
     if memory.is_gxu(original):
-        _forget_alias(original)
         owner = memory.from_backing(grown).untyped_storage()
         memory.set_storage(original, owner, grown.storage_offset(), grown.size(), grown.stride())
 
@@ -295,14 +233,14 @@ def _fallback(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     plan = _plan(op)
     device = target.backing_device()
     try:
-        aliaser, result = _run_on_backing(op, plan, device, args, kwargs)
+        result = _run_on_backing(op, plan, device, args, kwargs)
     except RuntimeError as error:
         # An `out=` (or `resize_as_`) needing more memory than its alias has fails before
         # writing anything; only then is the op run again with growable outputs, which keeps
         # the common path (outputs of the right size) free of extra work.
         if not plan.written or _NOT_RESIZABLE not in str(error):
             raise
-        aliaser, result = _run_growing(op, plan, device, args, kwargs)
+        result = _run_growing(op, plan, device, args, kwargs)
 
     wanted = kwargs.get("device")
     if wanted is not None and torch.device(wanted).type != "gxu":
@@ -311,7 +249,7 @@ def _fallback(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     def to_gxu(value: Any, written: int | None) -> Any:
         if written is not None:
             return _argument(args, kwargs, *plan.written[written])
-        return _to_gxu(value, aliaser, device)
+        return _to_gxu(value, device)
 
     if isinstance(result, torch.Tensor):  # the common case, first
         return to_gxu(result, plan.returns_written[0] if plan.returns_written else None)
@@ -323,46 +261,32 @@ def _fallback(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     return result
 
 
-def _to_gxu(value: Any, aliaser: _Aliaser, device: torch.device | None) -> Any:
-    """A backing result as gxu: a view of a gxu argument's storage, or a fresh owner."""
-    if device is None or not isinstance(value, torch.Tensor) or value.device != device:
-        return value
-    owner = aliaser.storages.get(value.untyped_storage().data_ptr()) if aliaser.storages else None
-    if owner is not None:
-        result = memory.gxu_view(owner, value.dtype, value.storage_offset(), value.size(),
-                                 value.stride())
-    else:
-        result = memory.from_backing(value)
-    return _with_math_bits(result, value)
+_ON_GXU = (True,)
+
+
+def _to_gxu(value: Any, device: torch.device | None) -> Any:
+    """A result on the backing device as gxu: a view of the gxu storage it aliases (a view
+    of a gxu argument), else a fresh gxu storage owning its memory."""
+    return value if device is None else native.leave((value,), _ON_GXU, device)[0]
 
 
 class GraphBoundary:
     """Where a compiled graph that runs on the backing device meets gxu tensors
     (`gxusim.compiler.graph_runtime`): its gxu inputs enter as backing-device aliases (no
-    copy; cached per tensor as eager ops' arguments are), and its gxu outputs leave as gxu
-    tensors: views of an input's gxu storage where they alias one, else owners of their
-    backing memory (two outputs over one buffer share one owner)."""
+    copy), and its gxu outputs leave as gxu tensors: views of an input's gxu storage where
+    they alias one, else owners of their backing memory (two outputs over one buffer share
+    one owner)."""
 
-    __slots__ = ("aliaser", "device")
+    __slots__ = ("device",)
 
     def __init__(self) -> None:
         self.device = target.backing_device()
-        self.aliaser = _Aliaser(self.device)
 
     def enter(self, values: tuple) -> tuple:
-        tensor = self.aliaser.tensor
-        return tuple(tensor(v) if isinstance(v, torch.Tensor) else v for v in values)
+        return native.enter(values, self.device)
 
     def leave(self, values: tuple, on_gxu: tuple[bool, ...]) -> tuple:
-        storages = self.aliaser.storages
-        results = []
-        for value, gxu in zip(values, on_gxu):
-            if gxu and isinstance(value, torch.Tensor) and value.device == self.device:
-                backing = value.untyped_storage().data_ptr()
-                value = _to_gxu(value, self.aliaser, self.device)
-                storages.setdefault(backing, value.untyped_storage())
-            results.append(value)
-        return tuple(results)
+        return native.leave(values, on_gxu, self.device)
 
 
 def _default_strides(size: tuple[int, ...], memory_format: torch.memory_format | None) -> tuple:
@@ -439,7 +363,7 @@ def empty_memory_format(size: Any, *, dtype: torch.dtype | None = None,
     graphs allocate every output this way (or with `empty_strided`) on every call."""
     backing = torch.empty(size, dtype=dtype, layout=layout, device=target.freeze(),
                           pin_memory=pin_memory, memory_format=memory_format)
-    return memory.from_backing(backing, exact=True)
+    return native.own(backing)
 
 
 def empty_strided(size: Any, stride: Any, *, dtype: torch.dtype | None = None,
@@ -448,7 +372,7 @@ def empty_strided(size: Any, stride: Any, *, dtype: torch.dtype | None = None,
     """`aten::empty_strided`, as `empty_memory_format`."""
     backing = torch.empty_strided(size, stride, dtype=dtype, layout=layout,
                                   device=target.freeze(), pin_memory=pin_memory)
-    return memory.from_backing(backing, exact=True)
+    return native.own(backing)
 
 
 # Ops that run for real on gxu while a TorchDispatchMode (e.g. FakeTensorMode) is active,

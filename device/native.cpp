@@ -1,0 +1,175 @@
+// gxu memory in C++: owning gxu storages over backing-device memory, and backing-device
+// aliases of gxu memory. These run on every eager gxu op and at both ends of every compiled
+// gxu graph, where doing them in Python cost tens of microseconds a call (see memory.py,
+// which builds this file on first use and says what each function is for).
+//
+// Checked against torch 2.11 and 2.13 (TensorImpl, Storage, DataPtr, THPVariable_Wrap,
+// pybind11 casters of torch/csrc/utils/pybind.h).
+#include <atomic>
+#include <unordered_map>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace py = pybind11;
+
+namespace {
+
+std::atomic<int64_t> allocated_bytes{0};
+std::atomic<int64_t> peak_bytes{0};
+std::atomic<int64_t> live_storages{0};
+
+// What a gxu storage's memory belongs to: the backing storage it keeps alive.
+struct Owned {
+  c10::Storage backing;
+  int64_t nbytes;
+};
+
+void release_owned(void* context) {
+  auto* owned = static_cast<Owned*>(context);
+  allocated_bytes -= owned->nbytes;
+  live_storages -= 1;
+  delete owned;
+}
+
+// A backing alias's memory belongs to a gxu storage, which the alias keeps alive.
+void release_alias(void* context) { delete static_cast<c10::Storage*>(context); }
+
+void raise_peak(int64_t now) {
+  int64_t peak = peak_bytes.load();
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+}
+
+// gxu has one device (index 0).
+const c10::Device gxu_device(c10::DeviceType::PrivateUse1, 0);
+
+c10::Storage owning_storage(const c10::Storage& backing) {
+  const int64_t nbytes = static_cast<int64_t>(backing.nbytes());
+  void* data = backing.data_ptr().get();
+  auto* owned = new Owned{backing, nbytes};
+  live_storages += 1;
+  raise_peak(allocated_bytes += nbytes);
+  // Not resizable: a gxu storage never reallocates memory its backing storage owns.
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
+                      c10::DataPtr(data, owned, &release_owned, gxu_device),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+c10::Storage alias_storage(const c10::Storage& gxu, const c10::Device& device) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), gxu.nbytes(),
+                      c10::DataPtr(gxu.data_ptr().get(), new c10::Storage(gxu), &release_alias,
+                                   device),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+// The gxu storage a backing storage aliases, or nullptr when it aliases none.
+const c10::Storage* aliased_gxu_storage(const c10::Storage& storage) {
+  const c10::DataPtr& data = storage.data_ptr();
+  if (data.get_deleter() != &release_alias) return nullptr;
+  return static_cast<const c10::Storage*>(data.get_context());
+}
+
+at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKeySet keys) {
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                       like.storage_offset());
+  // Lazy conjugate/negative bits are part of what a tensor means (conj(), fft, conj-aware
+  // matmuls read them); a new tensor over the same memory must carry them.
+  if (like.is_conj()) tensor._set_conj(true);
+  if (like.is_neg()) tensor._set_neg(true);
+  return tensor;
+}
+
+c10::DispatchKeySet gxu_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+c10::DispatchKeySet keys_on(const c10::Device& device, c10::ScalarType dtype) {
+  return c10::DispatchKeySet(c10::computeDispatchKey(dtype, c10::kStrided, device));
+}
+
+// `tensor` (on the backing device) as a gxu tensor: a view of the gxu storage it aliases, or
+// of `owners`' gxu storage for its backing storage, else of a new gxu storage owning it.
+at::Tensor to_gxu(const at::Tensor& tensor,
+                  std::unordered_map<const c10::StorageImpl*, c10::Storage>& owners) {
+  const c10::Storage& storage = tensor.storage();
+  if (const c10::Storage* gxu = aliased_gxu_storage(storage)) {
+    return tensor_over(*gxu, tensor, gxu_keys());
+  }
+  auto found = owners.find(storage.unsafeGetStorageImpl());
+  if (found == owners.end()) {
+    found = owners.emplace(storage.unsafeGetStorageImpl(), owning_storage(storage)).first;
+  }
+  return tensor_over(found->second, tensor, gxu_keys());
+}
+
+at::Tensor alias(const at::Tensor& gxu, const c10::Device& device) {
+  return tensor_over(alias_storage(gxu.storage(), device), gxu,
+                     keys_on(device, gxu.scalar_type()));
+}
+
+bool is_gxu(PyObject* value) {
+  return THPVariable_Check(value) &&
+         THPVariable_Unpack(value).device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Each gxu tensor of `values` replaced by its backing alias; anything else as it is.
+py::tuple enter(const py::tuple& values, const c10::Device& device) {
+  py::tuple result(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* value = values[i].ptr();
+    result[i] = is_gxu(value)
+        ? py::reinterpret_steal<py::object>(THPVariable_Wrap(alias(THPVariable_Unpack(value), device)))
+        : values[i];
+  }
+  return result;
+}
+
+// Each value marked in `on_gxu` that is a tensor on `device` replaced by a gxu tensor over the
+// same memory (two values over one backing storage share one gxu storage).
+py::tuple leave(const py::tuple& values, const py::tuple& on_gxu, const c10::Device& device) {
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> owners;
+  py::tuple result(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* value = values[i].ptr();
+    if (on_gxu[i].ptr() == Py_True && THPVariable_Check(value)) {
+      const at::Tensor& tensor = THPVariable_Unpack(value);
+      if (tensor.device() == device) {
+        result[i] = py::reinterpret_steal<py::object>(
+            THPVariable_Wrap(to_gxu(tensor, owners)));
+        continue;
+      }
+    }
+    result[i] = values[i];
+  }
+  return result;
+}
+
+at::Tensor own(const at::Tensor& tensor) {
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> owners;
+  return to_gxu(tensor, owners);
+}
+
+// A gxu tensor viewing `storage` (a gxu storage) with the given dtype and geometry.
+at::Tensor view(const at::Storage& storage, c10::ScalarType dtype, int64_t offset,
+                c10::IntArrayRef size, c10::IntArrayRef stride) {
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), gxu_keys(), c10::scalarTypeToTypeMeta(dtype));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return tensor;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("enter", &enter, "gxu tensors of a tuple as backing-device aliases");
+  module.def("leave", &leave, "backing tensors of a tuple as gxu tensors over their memory");
+  module.def("own", &own, "a backing tensor as a gxu tensor over its memory");
+  module.def("alias", &alias, "a gxu tensor as a backing-device tensor over its memory");
+  module.def("view", &view, "a gxu tensor viewing a gxu storage");
+  module.def("allocated", [] { return allocated_bytes.load(); });
+  module.def("peak", [] { return peak_bytes.load(); });
+  module.def("reset_peak", [] { peak_bytes = allocated_bytes.load(); });
+  module.def("live", [] { return live_storages.load(); });
+}
