@@ -4,18 +4,13 @@ Run: `python benchmarks/bench_device.py [--number N] [--repeat R]`. Small tensor
 elements, 16x16 for matmul), so the numbers are almost pure overhead: one table, the
 backing device's time per call, gxu's, and their ratio.
 
-What dominates (cProfile of `a + b` on the emulator target; ~25-30 us against ~2.4 us on
-CPU on a shared 2-core machine, ~35 us against ~9 us on the cuda target): every gxu op is
-still one trip through a Python boxed fallback (`gxusim.device.ops`). No single step
-dominates any more: the dispatcher's boxing plus the Python kernel trampoline (~3-4 us);
-the backing kernel called through its OpOverload (~4 us for add, twice `a + b` on CPU);
-wrapping the fresh result as an owning gxu storage (`memory._own`: one `struct.pack_into`
-into a pooled DLPack slot, `PyCapsule_New`, `_from_dlpack`, ~3 us, plus its ctypes deleter
-~1.5 us when freed); checking each gxu argument's cached backing alias (`ops._alias_key`,
-eight metadata reads, ~1 us each; building one on a miss costs ~5 us); and the fallback's
-own Python bookkeeping. `view`/`as_strided`/`_reshape_alias` (which every composite view
-ends in) skip the fallback: their CPU kernels run on the gxu tensor's metadata directly.
-`empty`/`empty_strided` have their own kernels: a backing `torch.empty` and one capsule.
+Where the time goes: allocations (`empty`, `empty_strided`) and the view primitives
+(`view`, `as_strided`, `_reshape_alias`, which every composite view ends in) are C++ kernels
+(`device/native.cpp`), as cheap as the backing device's own. Every other op is one trip
+through the Python boxed fallback (`gxusim.device.ops`): the dispatcher's boxing and the
+Python trampoline (~3-4 us), mapping the arguments to backing aliases (one C++ call each),
+the backing kernel through its OpOverload, and the result wrapped as a gxu tensor (one C++
+call); cProfile of `a + b` on the emulator target shows no single step above a quarter.
 """
 from __future__ import annotations
 

@@ -245,7 +245,7 @@ class _Prepared:
         return launch_records.Launch(
             kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
             meta=dict(self.meta), target=target, policy=self.policy.name,
-            findings=outcome.findings,
+            findings=list(outcome.findings),
             predicted_s=self.predicted_s if outcome.facts is None
             else perf_model.predict_seconds(outcome.facts, self.spec),
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,

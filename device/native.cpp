@@ -9,7 +9,13 @@
 #include <unordered_map>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/view_native.h>
 #include <c10/core/TensorImpl.h>
+#include <torch/library.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -152,7 +158,7 @@ at::Tensor own(const at::Tensor& tensor) {
 }
 
 // A gxu tensor viewing `storage` (a gxu storage) with the given dtype and geometry.
-at::Tensor view(const at::Storage& storage, c10::ScalarType dtype, int64_t offset,
+at::Tensor storage_view(const at::Storage& storage, c10::ScalarType dtype, int64_t offset,
                 c10::IntArrayRef size, c10::IntArrayRef stride) {
   auto tensor = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(storage), gxu_keys(), c10::scalarTypeToTypeMeta(dtype));
@@ -160,14 +166,77 @@ at::Tensor view(const at::Storage& storage, c10::ScalarType dtype, int64_t offse
   return tensor;
 }
 
+// -- kernels of the gxu device's hottest ops (the rest go through ops.py's Python fallback) --
+
+// The backing device, fixed by the target on the first gxu allocation (`target.freeze`).
+const c10::Device& backing_device() {
+  static const c10::Device device = [] {
+    py::gil_scoped_acquire gil;
+    return py::module_::import("gxusim.target").attr("freeze")().cast<c10::Device>();
+  }();
+  return device;
+}
+
+at::TensorOptions backing_options(std::optional<c10::ScalarType> dtype,
+                                  std::optional<c10::Layout> layout,
+                                  std::optional<bool> pin_memory) {
+  return at::TensorOptions().dtype(dtype).layout(layout).device(backing_device())
+      .pinned_memory(pin_memory);
+}
+
+// Allocations: backing memory, owned by a new gxu storage (compiled graphs and eager ops
+// allocate every result this way).
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device>,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  return own(at::empty(C10_AS_INTARRAYREF_SLOW(size),
+                       backing_options(dtype, layout, pin_memory), memory_format));
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device>, std::optional<bool> pin_memory) {
+  return own(at::empty_strided(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                               backing_options(dtype, layout, pin_memory)));
+}
+
+// View primitives: their CPU kernels make the view from the tensor's own storage and keys
+// without touching memory, so they serve gxu as they are. transpose, permute, expand,
+// select, slice, squeeze and the other composite views all end in one of them.
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  return at::native::as_strided_tensorimpl(
+      self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+      storage_offset ? std::optional<int64_t>(storage_offset->expect_int()) : std::nullopt);
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("as_strided", TORCH_FN(as_strided));
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("enter", &enter, "gxu tensors of a tuple as backing-device aliases");
   module.def("leave", &leave, "backing tensors of a tuple as gxu tensors over their memory");
   module.def("own", &own, "a backing tensor as a gxu tensor over its memory");
   module.def("alias", &alias, "a gxu tensor as a backing-device tensor over its memory");
-  module.def("view", &view, "a gxu tensor viewing a gxu storage");
+  module.def("view", &storage_view, "a gxu tensor viewing a gxu storage");
   module.def("allocated", [] { return allocated_bytes.load(); });
   module.def("peak", [] { return peak_bytes.load(); });
   module.def("reset_peak", [] { peak_bytes = allocated_bytes.load(); });

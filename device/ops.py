@@ -18,8 +18,9 @@ own reproducible random stream whatever the op's signature.
 The fallback is also registered as the gxu kernel of every structured op (and of
 convolution), so those run as one backing-device kernel instead of decomposing on gxu.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
-storages grow by reallocation) and `set_` (metadata only); `empty` and `empty_strided`
-have theirs for speed (compiled graphs allocate every output with them on every call).
+storages grow by reallocation) and `set_` (metadata only). The allocations (`empty`,
+`empty_strided`) and the view primitives (`view`, `as_strided`, `_reshape_alias`) have C++
+kernels in `native.cpp`, registered when it loads: they are the hottest ops.
 """
 from __future__ import annotations
 
@@ -338,13 +339,6 @@ def _metadata_only(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
     return kernel
 
 
-# View primitives whose CPU kernels make the view from the tensor's own storage and key set
-# (so the result is a gxu view) without looking at its memory; transpose, permute, expand,
-# select, slice, squeeze and the other composite views all end in `as_strided`. Running them
-# this way instead of through the fallback saves aliasing the input and wrapping the view.
-METADATA_VIEWS = ("view", "as_strided", "_reshape_alias")
-
-
 def _fallback_for(name: str) -> Callable[..., Any]:
     """The fallback as a kernel of one op ("aten::add.Tensor"), which an `impl` is not told."""
     packet, _, overload = name[len("aten::"):].partition(".")
@@ -355,32 +349,12 @@ def _fallback_for(name: str) -> Callable[..., Any]:
     return kernel
 
 
-def empty_memory_format(size: Any, *, dtype: torch.dtype | None = None,
-                        layout: torch.layout | None = None, device: Any = None,
-                        pin_memory: bool | None = None,
-                        memory_format: torch.memory_format | None = None) -> torch.Tensor:
-    """`aten::empty.memory_format`: backing memory wrapped in one step. Inductor's compiled
-    graphs allocate every output this way (or with `empty_strided`) on every call."""
-    backing = torch.empty(size, dtype=dtype, layout=layout, device=target.freeze(),
-                          pin_memory=pin_memory, memory_format=memory_format)
-    return native.own(backing)
-
-
-def empty_strided(size: Any, stride: Any, *, dtype: torch.dtype | None = None,
-                  layout: torch.layout | None = None, device: Any = None,
-                  pin_memory: bool | None = None) -> torch.Tensor:
-    """`aten::empty_strided`, as `empty_memory_format`."""
-    backing = torch.empty_strided(size, stride, dtype=dtype, layout=layout,
-                                  device=target.freeze(), pin_memory=pin_memory)
-    return native.own(backing)
-
-
 # Ops that run for real on gxu while a TorchDispatchMode (e.g. FakeTensorMode) is active,
 # as when torch.tensor(..., device="gxu") builds its data under Inductor's pattern init.
 # A Python-registered *fallback* cannot serve them then: PythonKernelHolder trampolines
 # through the per-op registry, which only holds `impl` registrations, and asserts
 # (python_dispatch.cpp "func != nullptr", torch 2.11 and 2.13). So they get explicit impls.
-# The two allocations have kernels of their own (`empty_memory_format`, `empty_strided`).
+# The allocations have C++ kernels (native.cpp).
 MODE_SAFE_OPS = ("_to_copy", "copy_")
 
 
@@ -475,10 +449,6 @@ def register() -> None:
     for overload in ("source_Storage", "source_Storage_storage_offset"):
         aten.impl(f"set_.{overload}", _metadata_only(getattr(torch.ops.aten.set_, overload)),
                   "PrivateUse1")
-    for name in METADATA_VIEWS:
-        aten.impl(name, _metadata_only(getattr(torch.ops.aten, name).default), "PrivateUse1")
-    aten.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
-    aten.impl("empty_strided", empty_strided, "PrivateUse1")
     for name in MODE_SAFE_OPS:
         aten.impl(name, _fallback_for(f"aten::{name}"), "PrivateUse1")
     _libraries.extend([fallback_library, aten])

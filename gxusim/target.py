@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -56,14 +57,20 @@ class KernelLaunch:
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """What executing one launch taught us (None: the target could not tell)."""
-    findings: list[Finding]
+    findings: Sequence[Finding]
     facts: Optional[perf_model.LaunchFacts] = None  # counted while running (the emulator)
     measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
     occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
     occupancy: Optional[str] = None  # ... and its whole line
 
 
+NOTHING_LEARNED = Outcome(findings=())  # a launch that counted, checked and timed nothing
+
+
+@functools.cache
 def timing_enabled() -> bool:
+    """`GXUSIM_TIMING`, read on the first launch: every launch asks, and reading the
+    environment costs about as much as the rest of a launch's Python."""
     return environment.choice("GXUSIM_TIMING") == "1"
 
 
@@ -230,7 +237,8 @@ class CudaTarget(Target):
             launcher = self._launchers[launch] = BinaryLauncher(launch.fn, launch.arg_names,
                                                                 launch.options())
         launcher(launch.grid, args, self.raw_stream() if stream is None else stream)
-        return Outcome([], measured_s=self.time_launch(launch, args) if timing_enabled() else None)
+        return Outcome((), measured_s=self.time_launch(launch, args)) if timing_enabled() \
+            else NOTHING_LEARNED
 
     def time_launch(self, launch: KernelLaunch, args: Sequence[Any]) -> float:
         # do_bench records its events around the launches alone, after warm-up, and takes

@@ -2,6 +2,7 @@
 serialization, autograd, RNG and memory accounting, each checked against CPU."""
 from __future__ import annotations
 
+import gc
 import importlib
 import io
 import os
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 import gxusim
-from gxusim.device import memory
+from gxusim.device import memory, ops
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -266,6 +267,36 @@ def test_memory_allocated_grows_by_the_allocation() -> None:
     assert torch.gxu.memory_allocated() - before == 4000  # a view keeps its storage alive
     del view
     assert torch.gxu.memory_allocated() == before
+
+
+def test_a_backing_alias_keeps_its_gxu_memory_alive_and_comes_back_as_a_view() -> None:
+    before = torch.gxu.memory_allocated()
+    x = torch.arange(1000, dtype=torch.float32, device="gxu")
+    alias = memory.backing_alias(x)
+    assert alias.device == gxusim.target.backing_device() and alias.data_ptr() == x.data_ptr()
+    del x
+    gc.collect()
+    assert torch.gxu.memory_allocated() - before == 4000  # the alias holds the gxu storage
+    back = memory.from_backing(alias[10:])  # a view of the same gxu storage, not a new one
+    assert back.device.type == "gxu" and torch.equal(back.cpu(), torch.arange(10, 1000.0))
+    assert torch.gxu.memory_allocated() - before == 4000
+    del alias, back
+    gc.collect()
+    assert torch.gxu.memory_allocated() == before
+
+
+def test_allocations_and_view_primitives_skip_the_python_fallback(monkeypatch) -> None:
+    calls = []
+    run = ops._fallback
+    monkeypatch.setattr(ops, "_fallback", lambda op, args, kwargs: calls.append(op) or run(
+        op, args, kwargs))
+    x = torch.empty(4, 6, device="gxu")
+    y = torch.empty_strided((4, 6), (1, 4), device="gxu")
+    views = (x.view(6, 4), x.t(), x[1:, ::2], x.as_strided((2, 2), (1, 2), 3), y.reshape(24 // 6, 6))
+    assert calls == [], f"went through the Python fallback: {calls}"
+    assert all(v.device.type == "gxu" for v in views) and y.stride() == (1, 4)
+    (x + 1).sum()
+    assert calls, "the check above would not see a fallback call"
 
 
 def _rss_bytes() -> int:

@@ -76,6 +76,16 @@ def test_damaged_emulator_cache_is_ignored_and_rewritten(tmp_path):
     assert second.returncode == 0, second.stderr[-2000:]
 
 
+def test_damaged_native_module_is_rebuilt(tmp_path):
+    from gxusim.device import native
+    built = Path(native.native.__file__)
+    (tmp_path / built.name).write_bytes(built.read_bytes()[:37])  # a truncated copy
+    done = _python("import torch, gxusim; print((torch.ones(3, device='gxu') * 2).sum().item())",
+                   GXUSIM_NATIVE_DIR=str(tmp_path))
+    assert done.returncode == 0 and done.stdout.strip() == "6.0", done.stderr[-2000:]
+    assert (tmp_path / built.name).stat().st_size > 37
+
+
 def test_two_processes_share_a_cold_cache(tmp_path):
     code = """
         import torch, gxusim
