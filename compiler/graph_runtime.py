@@ -65,9 +65,18 @@ def _is_gxu(device: Any) -> bool:
     return getattr(device, "type", None) == DEVICE
 
 
+# torch's C++ allocators that stock Inductor's wrappers call (`empty_strided_cuda`), skipping
+# torch.empty_strided's argument parsing; checked on torch 2.11 and 2.13.
+_BACKING_ALLOCATORS = {"cuda": torch._C._dynamo.guards._empty_strided_cuda,
+                       "cpu": torch._C._dynamo.guards._empty_strided_cpu}
+
+
 def empty_strided(size: Any, stride: Any, *, device: Any = None, dtype: Optional[torch.dtype] = None,
                   **kwargs: Any) -> torch.Tensor:
-    """The wrapper's allocations: a gxu buffer is allocated on the backing device."""
+    """The wrapper's allocations: a gxu buffer is allocated on the backing device (the
+    current CUDA device on the cuda target, as stock wrappers allocate)."""
+    if device == DEVICE and not kwargs and not predicting():
+        return _BACKING_ALLOCATORS[target.backing_device().type](size, stride, dtype)
     if _is_gxu(device) and not predicting():
         device = target.backing_device()
     return torch.empty_strided(size, stride, device=device, dtype=dtype, **kwargs)

@@ -31,7 +31,7 @@ import torch
 from gxusim import launch as launch_records
 from gxusim import perf_model
 from gxusim import target as targets
-from gxusim.device import backing_alias, is_gxu
+from gxusim.device import to_backing
 from gxusim.findings import check_launch
 from gxusim.kernel_args import is_output
 from gxusim.spec import HardwareSpec, current_spec
@@ -48,10 +48,6 @@ def _dtype_of(args: Sequence[Any], names: Sequence[str]) -> torch.dtype:
         if is_output(name):
             return tensor.dtype
     return tensors[0][1].dtype if tensors else torch.float32
-
-
-def _backing_args(args: Sequence[Any]) -> list[Any]:
-    return [backing_alias(a) if is_gxu(a) else a for a in args]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +165,7 @@ class GXUKernel:
         target = targets.active()
 
         def time_plan(candidate: LaunchPlan) -> float:
-            kernel_args = args if target.accepts_gxu_tensors else _backing_args(args)
+            kernel_args = args if target.accepts_gxu_tensors else to_backing(args)
             return target.time_launch(self._target_launch(candidate), kernel_args)
 
         return plan_launch(self.shape, numels, dtype, policy, spec,
@@ -219,7 +215,7 @@ class GXUKernel:
             return
         target = targets.active()
         outcome = target.execute(prepared.launch,
-                                 args if target.accepts_gxu_tensors else _backing_args(args),
+                                 args if target.accepts_gxu_tensors else to_backing(args),
                                  spec, stream)
         if _captured:
             _captured[-1].append(CapturedLaunch(self, prepared.plan, args))

@@ -56,10 +56,16 @@ def backing_alias(tensor: torch.Tensor) -> torch.Tensor:
     return native.alias(tensor, target.backing_device())
 
 
+def to_backing(values: tuple) -> tuple:
+    """`values` with every gxu tensor (also inside lists) replaced by its backing alias."""
+    device = target.backing_device()
+    return native.to_backing(values, device, device)
+
+
 def alias_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
     """A backing-device storage over a gxu storage's memory (no copy; keeps it alive)."""
-    nbytes = storage.nbytes()
-    return backing_alias(gxu_view(storage, torch.uint8, 0, (nbytes,), (1,))).untyped_storage()
+    device = target.backing_device()
+    return native.to_backing(storage, device, device)
 
 
 def allocate_bytes(nbytes: int) -> torch.UntypedStorage:

@@ -43,6 +43,8 @@ def current_device() -> int:
 
 
 def _check_index(device: "int | str | torch.device | None") -> int:
+    if device == 0:  # what compiled graphs pass, twice a call
+        return 0
     index = torch.device(device).index if isinstance(device, (str, torch.device)) else device
     if index not in (None, 0):
         raise ValueError(f"gxu has one device (index 0); got device index {index}")

@@ -16,6 +16,8 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -152,6 +154,70 @@ py::tuple leave(const py::tuple& values, const py::tuple& on_gxu, const c10::Dev
   return result;
 }
 
+// A value as the backing device sees it: gxu tensors and storages as aliases of their
+// memory, the gxu device as the backing device (`device_object`), lists and tuples element
+// by element; anything else as it is.
+py::object to_backing(const py::handle& value, const c10::Device& device,
+                      const py::handle& device_object) {
+  PyObject* object = value.ptr();
+  if (THPVariable_Check(object)) {
+    const at::Tensor& tensor = THPVariable_Unpack(object);
+    if (tensor.device().type() != c10::DeviceType::PrivateUse1) {
+      return py::reinterpret_borrow<py::object>(value);
+    }
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(alias(tensor, device)));
+  }
+  if (PyList_CheckExact(object) || PyTuple_CheckExact(object)) {
+    const bool is_list = PyList_CheckExact(object);
+    const Py_ssize_t size = is_list ? PyList_GET_SIZE(object) : PyTuple_GET_SIZE(object);
+    py::list mapped(size);
+    for (Py_ssize_t i = 0; i < size; ++i) {
+      PyObject* item = is_list ? PyList_GET_ITEM(object, i) : PyTuple_GET_ITEM(object, i);
+      mapped[i] = to_backing(item, device, device_object);
+    }
+    return is_list ? py::object(mapped) : py::object(py::tuple(mapped));
+  }
+  if (THPDevice_Check(object) &&
+      reinterpret_cast<THPDevice*>(object)->device.type() == c10::DeviceType::PrivateUse1) {
+    return py::reinterpret_borrow<py::object>(device_object);
+  }
+  if (THPStorage_Check(object)) {
+    const c10::Storage& storage = THPStorage_Unpack(object);
+    if (storage.device_type() == c10::DeviceType::PrivateUse1) {
+      return py::reinterpret_steal<py::object>(THPStorage_Wrap(alias_storage(storage, device)));
+    }
+  }
+  return py::reinterpret_borrow<py::object>(value);
+}
+
+// An eager op's arguments for its backing kernel: those at `mapped` ((position, name) pairs,
+// by name when passed by keyword) through `to_backing`; a Python number passed for a
+// Tensor argument (a name in `tensor_names`) back to the 0-dim tensor the boxed call
+// unwrapped.
+py::tuple backing_arguments(const py::tuple& args, const py::dict& kwargs, const py::tuple& mapped,
+                            const py::frozenset& tensor_names, const c10::Device& device,
+                            const py::handle& device_object) {
+  py::list backing_args(args.size());
+  for (size_t i = 0; i < args.size(); ++i) backing_args[i] = args[i];
+  // A copy: py::dict(kwargs) would be the caller's own dict, which the fallback still reads.
+  auto backing_kwargs = py::reinterpret_steal<py::dict>(PyDict_Copy(kwargs.ptr()));
+  for (const py::handle& entry : mapped) {
+    const size_t position = entry[py::int_(0)].cast<size_t>();
+    const py::handle name = entry[py::int_(1)];
+    if (kwargs.contains(name)) {
+      backing_kwargs[name] = to_backing(kwargs[name], device, device_object);
+    } else if (position < args.size()) {
+      const py::handle value = args[position];
+      const bool number = PyBool_Check(value.ptr()) || PyLong_Check(value.ptr()) ||
+                          PyFloat_Check(value.ptr()) || PyComplex_Check(value.ptr());
+      backing_args[position] = number && tensor_names.contains(name)
+          ? py::module_::import("torch").attr("tensor")(value)
+          : to_backing(value, device, device_object);
+    }
+  }
+  return py::make_tuple(backing_args, backing_kwargs);
+}
+
 at::Tensor own(const at::Tensor& tensor) {
   std::unordered_map<const c10::StorageImpl*, c10::Storage> owners;
   return to_gxu(tensor, owners);
@@ -234,6 +300,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("enter", &enter, "gxu tensors of a tuple as backing-device aliases");
   module.def("leave", &leave, "backing tensors of a tuple as gxu tensors over their memory");
+  module.def("to_backing", &to_backing, "a value as the backing device sees it");
+  module.def("backing_arguments", &backing_arguments, "an eager op's arguments for its backing kernel");
   module.def("own", &own, "a backing tensor as a gxu tensor over its memory");
   module.def("alias", &alias, "a gxu tensor as a backing-device tensor over its memory");
   module.def("view", &storage_view, "a gxu tensor viewing a gxu storage");

@@ -129,36 +129,11 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
     return kwargs[name] if name in kwargs else args[position]
 
 
-def _to_backing(value: Any, device: torch.device) -> Any:
-    """A value as the backing device sees it: gxu tensors and storages as aliases of their
-    memory, the gxu device as the backing device; lists and tuples element by element."""
-    if isinstance(value, torch.Tensor):
-        return native.alias(value, device) if value.device.type == "gxu" else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_backing(v, device) for v in value)
-    if isinstance(value, torch.device) and value.type == "gxu":
-        return target.freeze()
-    if isinstance(value, torch.UntypedStorage) and value.device.type == "gxu":
-        return memory.alias_storage(value)
-    return value
-
-
 def _backing_arguments(plan: _Plan, device: torch.device, args: tuple, kwargs: dict
                        ) -> tuple[list, dict]:
-    backing_args = list(args)
-    backing_kwargs = dict(kwargs)
-    for position, name in plan.mapped:
-        if name in kwargs:
-            backing_kwargs[name] = _to_backing(kwargs[name], device)
-        elif position < len(args):
-            value = args[position]
-            # A Python number in a Tensor argument is a wrapped number that the boxed call
-            # unwrapped; the op's schema needs it back as a (CPU, 0-dim) tensor.
-            if name in plan.tensors and isinstance(value, (bool, int, float, complex)):
-                backing_args[position] = torch.tensor(value)
-            else:
-                backing_args[position] = _to_backing(value, device)
-    return backing_args, backing_kwargs
+    """The op's arguments for its backing kernel: gxu tensors and storages (also in lists)
+    as aliases, the gxu device as the backing device (C++: every op pays this)."""
+    return native.backing_arguments(args, kwargs, plan.mapped, plan.tensors, device, device)
 
 
 def _sync_geometry(original: Any, alias: Any) -> None:

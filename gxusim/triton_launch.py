@@ -24,12 +24,15 @@ _INT32 = range(-(1 << 31), 1 << 31)
 
 def _specialization(value: Any) -> Any:
     """What Triton may specialize a compiled kernel on, or finer: a tensor's dtype and 16-byte
-    alignment; an integer's width, divisibility by 16 and being 1."""
+    alignment; an integer's width, divisibility by 16 and being 1. (Every launch computes it
+    for every argument: the common types are tested first.)"""
+    if type(value) is int:
+        return value in _INT32, not value & 15, value == 1
     if isinstance(value, torch.Tensor):
-        return value.dtype, value.data_ptr() % 16 == 0
+        return value.dtype, not value.data_ptr() & 15
     if isinstance(value, bool) or not isinstance(value, int):
         return type(value)
-    return value in _INT32, value % 16 == 0, value == 1
+    return value in _INT32, not value & 15, value == 1
 
 
 def _hooked(hook: Any) -> bool:
@@ -60,7 +63,7 @@ class BinaryLauncher:
             raise TypeError(f"kernel {fn.__name__}: runtime arguments must come first")
 
     def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int) -> None:
-        key = tuple(_specialization(a) for a in args)
+        key = tuple(map(_specialization, args))
         binary = self.binaries.get(key)
         if binary is None or _hooked(triton.knobs.runtime.launch_enter_hook) or \
                 _hooked(triton.knobs.runtime.launch_exit_hook):
