@@ -69,8 +69,9 @@ def main() -> None:
             timed("whole stock Inductor call (cuda)", lambda: stock(*stock_inputs))
     timed(f"GraphBoundary.enter ({len(inputs)} inputs)", lambda: GraphBoundary().enter(inputs))
     timed("GraphBoundary.leave (1 output)", lambda: boundary.leave((output,), (True,)))
+    size, stride = tuple(output.size()), output.stride()  # as generated wrappers pass them
     timed("empty_strided (a gxu buffer)", lambda: empty_strided(
-        output.size(), output.stride(), device="gxu", dtype=output.dtype))
+        size, stride, device="gxu", dtype=output.dtype))
     active = gxusim.target.active()
     stream = active.raw_stream()
     timed(f"GXUKernel.run ({kernel.name})", lambda: kernel.run(*kernel_args, stream=stream))

@@ -75,7 +75,8 @@ def empty_strided(size: Any, stride: Any, *, device: Any = None, dtype: Optional
                   **kwargs: Any) -> torch.Tensor:
     """The wrapper's allocations: a gxu buffer is allocated on the backing device (the
     current CUDA device on the cuda target, as stock wrappers allocate)."""
-    if device == DEVICE and not kwargs and not predicting():
+    if device == DEVICE and type(size) is tuple and type(stride) is tuple and not kwargs \
+            and not predicting():  # what generated wrappers pass; the allocators take no other
         return _BACKING_ALLOCATORS[target.backing_device().type](size, stride, dtype)
     if _is_gxu(device) and not predicting():
         device = target.backing_device()

@@ -108,3 +108,12 @@ def test_warm_launches_share_their_counted_facts():
     compiled(x)
     first, second = gxusim.launches()
     assert first.facts is not None and second.facts is first.facts
+
+
+def test_a_graph_buffer_is_backing_memory_whatever_sequence_type_gives_its_geometry():
+    from gxusim.compiler.graph_runtime import empty_strided
+    for size, stride in (((4, 3), (3, 1)), (torch.Size([4, 3]), (1, 4)), ([4, 3], [3, 1])):
+        buffer = empty_strided(size, stride, device="gxu", dtype=torch.float16)
+        assert buffer.device == gxusim.target.backing_device()
+        assert (tuple(buffer.size()), buffer.stride(), buffer.dtype) == (
+            (4, 3), tuple(stride), torch.float16)
