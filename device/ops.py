@@ -207,7 +207,7 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 def _fallback(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     plan = _plan(op)
-    device = target.backing_device()
+    device = target.freeze()  # a factory op (device="gxu") may be the first gxu allocation
     try:
         result = _run_on_backing(op, plan, device, args, kwargs)
     except RuntimeError as error:

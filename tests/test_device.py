@@ -257,6 +257,19 @@ def test_rng_state_round_trip() -> None:
 
 # --- memory ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("first", ["torch.ones(3).to('gxu')", "torch.empty(3, device='gxu')",
+                                   "torch.randn(3, device='gxu')"])
+def test_the_first_gxu_allocation_fixes_the_target(first) -> None:
+    done = _python(f"""
+        import torch, gxusim
+        from gxusim import target
+        assert target._frozen_device is None
+        x = {first}
+        assert target._frozen_device == target.backing_device(), target._frozen_device
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_memory_allocated_grows_by_the_allocation() -> None:
     before = torch.gxu.memory_allocated()
     x = torch.empty(1000, dtype=torch.float32, device="gxu")
