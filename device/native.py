@@ -34,7 +34,8 @@ NAME = "_gxusim_native"
 
 def _key() -> str:
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(f"{torch.__version__} {sys.version} {sys.executable}".encode())
+    # The torch installation, not the interpreter's path: `python` and `python3` are one.
+    digest.update(f"{torch.__version__} {sys.version} {os.path.realpath(torch.__file__)}".encode())
     return digest.hexdigest()[:16]
 
 
