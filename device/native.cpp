@@ -234,13 +234,21 @@ at::Tensor storage_view(const at::Storage& storage, c10::ScalarType dtype, int64
 
 // -- kernels of the gxu device's hottest ops (the rest go through ops.py's Python fallback) --
 
-// The backing device, fixed by the target on the first gxu allocation (`target.freeze`).
+// The backing device, fixed by the target on the first gxu allocation (`target.freeze`),
+// asked of Python once. Not a function-local static: a thread waiting on its initialisation
+// while holding the GIL would deadlock the thread initialising it, which needs the GIL.
+std::atomic<bool> backing_known{false};
+c10::Device backing{c10::DeviceType::CPU};  // written under the GIL, read once known
+
 const c10::Device& backing_device() {
-  static const c10::Device device = [] {
+  if (!backing_known.load(std::memory_order_acquire)) {
     py::gil_scoped_acquire gil;
-    return py::module_::import("gxusim.target").attr("freeze")().cast<c10::Device>();
-  }();
-  return device;
+    if (!backing_known.load(std::memory_order_relaxed)) {
+      backing = py::module_::import("gxusim.target").attr("freeze")().cast<c10::Device>();
+      backing_known.store(true, std::memory_order_release);
+    }
+  }
+  return backing;
 }
 
 at::TensorOptions backing_options(std::optional<c10::ScalarType> dtype,
