@@ -59,6 +59,10 @@ the body of each `tl.range` loop over a reduction's chunks):
   per thread costs 100-250 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
   loads queue behind no other warp's), in row sums, amax, softmax and layernorm passes
   alike, while the chunk's arithmetic (even layernorm's Welford update) hides under it.
+  A gather's index load is one of those words, and its dependent second round trip is
+  latency, not more issue (the suite's embedding_mean, two tiles of one 128x128 chunk of
+  8-byte indices and 4-byte values on 16 warps: 8.3 us measured beyond the launch overhead,
+  18 predicted when every word was charged once per round trip of the chain, 9 now).
   (Triton does not pipeline these loops: num_stages 1 and 3 time the same.) A later chunk
   loop that re-reads the rows an earlier one of the same tile loaded (softmax's second and
   third passes, layernorm's normalising pass) finds them in L2 when the tile's rows fit in
@@ -322,8 +326,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         loads = 0.0
         if phase.load_depth:
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
+            # A gather's index load is in load_bytes already: its second, dependent round
+            # trip is latency (above), not more words to issue.
             loads = spec.element_issue_s * queued * steps * (phase.load_bytes - cached) / \
-                (4 * threads) * phase.load_depth
+                (4 * threads)
         return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the

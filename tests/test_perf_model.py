@@ -276,6 +276,23 @@ def test_more_warps_share_a_tiles_issue_work():
     assert times == sorted(times, reverse=True)  # one round trip each: fewer words per thread
 
 
+def test_a_looped_gather_waits_an_extra_round_trip_but_issues_its_words_once():
+    spec = gxusim.load_spec("gxu-on-h200")
+    row = PhaseFacts(1, 4, 0.0, 16.0, 0, reductions=1)
+    # embedding_mean: one chunk of 128x128 elements, an 8-byte index and a 4-byte value each
+    plain, gather = (PhaseFacts(1, 16384, 12 * 16384, 0.0, depth, 2.0, looped=True)
+                     for depth in (1, 2))
+
+    def facts(phase):
+        return LaunchFacts(32, 16, 2, 16384, 4.2e5, 4, phases=(row, phase))
+    # the index load is in load_bytes already: without latency, the gather costs what the
+    # plain loads of the same words do (the model had charged each word once per load)
+    no_latency = spec.replace(memory_latency_s=0.0)
+    assert predict_seconds(facts(gather), no_latency) == \
+        pytest.approx(predict_seconds(facts(plain), no_latency))
+    assert predict_seconds(facts(gather), spec) > predict_seconds(facts(plain), spec)
+
+
 def test_dram_bandwidth_bounds_an_uncapped_grid():
     spec = gxusim.load_spec("h200")
     facts = _facts(spec, ADD, {"XBLOCK": 1024}, 4, 97657, N, 12 * N)
