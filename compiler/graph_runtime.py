@@ -75,12 +75,12 @@ def empty_strided(size: Any, stride: Any, *, device: Any = None, dtype: Optional
                   **kwargs: Any) -> torch.Tensor:
     """The wrapper's allocations: a gxu buffer is allocated on the backing device (the
     current CUDA device on the cuda target, as stock wrappers allocate)."""
-    if device == DEVICE and type(size) is tuple and type(stride) is tuple and not kwargs \
-            and not predicting():  # what generated wrappers pass; the allocators take no other
-        return _BACKING_ALLOCATORS[target.backing_device().type](size, stride, dtype)
-    if _is_gxu(device) and not predicting():
-        device = target.backing_device()
-    return torch.empty_strided(size, stride, device=device, dtype=dtype, **kwargs)
+    if predicting() or not _is_gxu(device):
+        return torch.empty_strided(size, stride, device=device, dtype=dtype, **kwargs)
+    backing = target.backing_device()
+    if type(size) is tuple and type(stride) is tuple and not kwargs:  # as wrappers pass them
+        return _BACKING_ALLOCATORS[backing.type](size, stride, dtype)
+    return torch.empty_strided(size, stride, device=backing, dtype=dtype, **kwargs)
 
 
 def device(type: str, index: Optional[int] = None) -> torch.device:  # noqa: A002 - torch's name

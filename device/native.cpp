@@ -117,23 +117,6 @@ at::Tensor alias(const at::Tensor& gxu, const c10::Device& device) {
                      keys_on(device, gxu.scalar_type()));
 }
 
-bool is_gxu(PyObject* value) {
-  return THPVariable_Check(value) &&
-         THPVariable_Unpack(value).device().type() == c10::DeviceType::PrivateUse1;
-}
-
-// Each gxu tensor of `values` replaced by its backing alias; anything else as it is.
-py::tuple enter(const py::tuple& values, const c10::Device& device) {
-  py::tuple result(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    PyObject* value = values[i].ptr();
-    result[i] = is_gxu(value)
-        ? py::reinterpret_steal<py::object>(THPVariable_Wrap(alias(THPVariable_Unpack(value), device)))
-        : values[i];
-  }
-  return result;
-}
-
 // Each value marked in `on_gxu` that is a tensor on `device` replaced by a gxu tensor over the
 // same memory (two values over one backing storage share one gxu storage).
 py::tuple leave(const py::tuple& values, const py::tuple& on_gxu, const c10::Device& device) {
@@ -306,7 +289,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  module.def("enter", &enter, "gxu tensors of a tuple as backing-device aliases");
   module.def("leave", &leave, "backing tensors of a tuple as gxu tensors over their memory");
   module.def("to_backing", &to_backing, "a value as the backing device sees it");
   module.def("backing_arguments", &backing_arguments, "an eager op's arguments for its backing kernel");

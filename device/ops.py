@@ -259,7 +259,7 @@ class GraphBoundary:
         self.device = target.backing_device()
 
     def enter(self, values: tuple) -> tuple:
-        return native.enter(values, self.device)
+        return native.to_backing(values, self.device, self.device)
 
     def leave(self, values: tuple, on_gxu: tuple[bool, ...]) -> tuple:
         return native.leave(values, on_gxu, self.device)

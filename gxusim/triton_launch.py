@@ -24,13 +24,10 @@ _INT32 = range(-(1 << 31), 1 << 31)
 
 def _specialization(value: Any) -> Any:
     """What Triton may specialize a compiled kernel on, or finer: a tensor's dtype and 16-byte
-    alignment; an integer's width, divisibility by 16 and being 1. (Every launch computes it
-    for every argument: the common types are tested first.)"""
-    if type(value) is int:
-        return value in _INT32, not value & 15, value == 1
+    alignment; an integer's width, divisibility by 16 and being 1."""
     if isinstance(value, torch.Tensor):
         return value.dtype, not value.data_ptr() & 15
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is bool or not isinstance(value, int):
         return type(value)
     return value in _INT32, not value & 15, value == 1
 
