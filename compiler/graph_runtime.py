@@ -27,6 +27,7 @@ graph runs on gxu as traced.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Optional
 
 import torch
@@ -37,6 +38,7 @@ from gxusim.device.ops import GraphBoundary, in_promised_layout
 from .launcher import predicting
 
 DEVICE = "gxu"
+gxu_one_device = contextlib.nullcontext()  # the wrapper's device guard: one device, no switch
 
 
 class _Traced:
@@ -75,12 +77,13 @@ def empty_strided(size: Any, stride: Any, *, device: Any = None, dtype: Optional
                   **kwargs: Any) -> torch.Tensor:
     """The wrapper's allocations: a gxu buffer is allocated on the backing device (the
     current CUDA device on the cuda target, as stock wrappers allocate)."""
+    if device == DEVICE and type(size) is tuple and type(stride) is tuple and not kwargs \
+            and not predicting():  # as wrappers pass them
+        return _BACKING_ALLOCATORS[target.backing_device().type](size, stride, dtype)
     if predicting() or not _is_gxu(device):
         return torch.empty_strided(size, stride, device=device, dtype=dtype, **kwargs)
-    backing = target.backing_device()
-    if type(size) is tuple and type(stride) is tuple and not kwargs:  # as wrappers pass them
-        return _BACKING_ALLOCATORS[backing.type](size, stride, dtype)
-    return torch.empty_strided(size, stride, device=backing, dtype=dtype, **kwargs)
+    return torch.empty_strided(size, stride, device=target.backing_device(), dtype=dtype,
+                               **kwargs)
 
 
 def device(type: str, index: Optional[int] = None) -> torch.device:  # noqa: A002 - torch's name

@@ -1,11 +1,13 @@
 // gxu memory in C++: owning gxu storages over backing-device memory, and backing-device
 // aliases of gxu memory. These run on every eager gxu op and at both ends of every compiled
-// gxu graph, where doing them in Python cost tens of microseconds a call (see memory.py,
-// which builds this file on first use and says what each function is for).
+// gxu graph, where doing them in Python cost tens of microseconds a call (see memory.py;
+// native.py builds this file on first use). Also the one per-launch computation of the cuda
+// target's binary launcher (`launch_key`), for the same reason.
 //
 // Checked against torch 2.11 and 2.13 (TensorImpl, Storage, DataPtr, THPVariable_Wrap,
 // pybind11 casters of torch/csrc/utils/pybind.h).
 #include <atomic>
+#include <cstdint>
 #include <unordered_map>
 
 #include <ATen/core/Tensor.h>
@@ -278,6 +280,44 @@ at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::Sym
       storage_offset ? std::optional<int64_t>(storage_offset->expect_int()) : std::nullopt);
 }
 
+// -- launch keys (gxusim/triton_launch.py) ------------------------------------------------
+
+// What Triton may specialize a compiled kernel on, or finer, one small code per argument: a
+// tensor's dtype and 16-byte alignment; an integer's fitting in 32 bits, divisibility by 16
+// and being 1; else the argument's type (an integer beyond 64 bits: the value itself). The
+// cuda target computes it on every launch, where the same key in Python cost ~2 us.
+py::tuple launch_key(const py::handle& args) {
+  py::object items = py::reinterpret_steal<py::object>(
+      PySequence_Fast(args.ptr(), "launch_key: the launch's arguments must be a sequence"));
+  if (!items) throw py::error_already_set();
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(items.ptr());
+  PyObject** values = PySequence_Fast_ITEMS(items.ptr());
+  py::tuple key(count);
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* value = values[i];
+    PyObject* code;
+    if (THPVariable_Check(value)) {
+      const at::Tensor& tensor = THPVariable_Unpack(value);
+      const bool aligned = (reinterpret_cast<uintptr_t>(tensor.data_ptr()) & 15) == 0;
+      code = PyLong_FromLong(64 + 2 * static_cast<long>(tensor.scalar_type()) + aligned);
+    } else if (PyLong_CheckExact(value)) {
+      int overflow = 0;
+      const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow) {
+        code = Py_NewRef(value);
+      } else {
+        const bool int32 = number >= INT32_MIN && number <= INT32_MAX;
+        code = PyLong_FromLong(4 * int32 + 2 * (number % 16 == 0) + (number == 1));
+      }
+    } else {
+      code = Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(value)));
+    }
+    if (!code) throw py::error_already_set();
+    PyTuple_SET_ITEM(key.ptr(), i, code);
+  }
+  return key;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -299,4 +339,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("peak", [] { return peak_bytes.load(); });
   module.def("reset_peak", [] { peak_bytes = allocated_bytes.load(); });
   module.def("live", [] { return live_storages.load(); });
+  module.def("launch_key", &launch_key, "what Triton may specialize a kernel on, per argument");
 }

@@ -189,6 +189,9 @@ _active: HardwareSpec | None = None
 def current_spec() -> HardwareSpec:
     """The active spec: set by `use_spec`, else `$GXUSIM_SPEC`, else the "gxu" preset."""
     global _active
+    active = _active  # every launch asks: the lock only while there is none yet
+    if active is not None:
+        return active
     with _lock:
         if _active is None:
             _active = load_spec(os.environ.get("GXUSIM_SPEC", "gxu"))

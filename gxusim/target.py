@@ -202,7 +202,9 @@ class CudaTarget(Target):
 
     def raw_stream(self) -> int:
         # what torch.cuda.current_stream().cuda_stream returns, without making a Stream object
-        return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
+        # or torch.cuda.current_device()'s lazy-init check (every wrapper call asks; CUDA is
+        # initialised by then: its inputs live there)
+        return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
 
     def capability(self) -> tuple[int, int]:
         return torch.cuda.get_device_capability()

@@ -16,21 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import torch
 import triton
-
-_INT32 = range(-(1 << 31), 1 << 31)
-
-
-def _specialization(value: Any) -> Any:
-    """What Triton may specialize a compiled kernel on, or finer: a tensor's dtype and 16-byte
-    alignment; an integer's width, divisibility by 16 and being 1."""
-    if isinstance(value, torch.Tensor):
-        return value.dtype, not value.data_ptr() & 15
-    if type(value) is bool or not isinstance(value, int):
-        return type(value)
-    return value in _INT32, not value & 15, value == 1
-
 
 def _hooked(hook: Any) -> bool:
     """Whether a launch hook is installed (a function on 3.6; a chain, maybe empty, on 3.9)."""
@@ -41,6 +27,8 @@ class BinaryLauncher:
     """One kernel at one set of launch options: compiled binaries by argument specialization."""
 
     def __init__(self, fn: Any, runtime_args: Sequence[str], options: dict[str, Any]) -> None:
+        from gxusim.device.native import native  # the device package imports this module's users
+        self.key = native.launch_key  # what Triton may specialize on, or finer, per argument
         self.fn = fn
         self.options = options
         self.binaries: dict[tuple, Any] = {}
@@ -60,7 +48,7 @@ class BinaryLauncher:
             raise TypeError(f"kernel {fn.__name__}: runtime arguments must come first")
 
     def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int) -> None:
-        key = tuple(map(_specialization, args))
+        key = self.key(args)
         binary = self.binaries.get(key)
         if binary is None or _hooked(triton.knobs.runtime.launch_enter_hook) or \
                 _hooked(triton.knobs.runtime.launch_exit_hook):

@@ -216,3 +216,19 @@ def test_pointwise_kernel_inductor_would_tile_over_three_axes_runs_on_two():
     (launch,) = gxusim.launches()
     assert "YBLOCK" in launch.meta
     check_launch(gxusim.current_spec(), launch.grid, launch.num_warps, launch.kernel)
+
+
+def test_binary_launch_key_tells_apart_what_triton_specializes_on():
+    # The cuda target reuses a compiled binary only for arguments with the same key, so the
+    # key must change wherever Triton's JIT would compile another binary.
+    from gxusim.device.native import native
+    aligned = torch.zeros(64)
+    key = native.launch_key
+    assert key((aligned, 1000)) == key((torch.ones(64), 2024))  # same dtype, alignment, int class
+    assert key((aligned,)) != key((aligned[1:],))  # 4 bytes off a 16-byte boundary
+    assert key((aligned,)) != key((aligned.double(),))
+    assert len({key((n,)) for n in (1, 16, 17, 2**31, 2**31 + 1)}) == 5  # one, /16, other, int64 twice
+    assert key([2**70]) != key([2**71])  # beyond 64 bits: the value itself
+    assert key((1.0, True, None)) == (float, bool, type(None))
+    with pytest.raises(TypeError, match="sequence"):
+        key(5)
