@@ -27,6 +27,7 @@ import time
 from typing import Callable, Iterator
 
 import torch
+from triton.runtime.errors import OutOfResources
 
 import gxusim
 from gxusim import target as targets
@@ -85,7 +86,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
     """Per policy and for the ceiling: the sum over the graph's kernels of their times."""
     target = targets.active()
     totals = {"seed": 0.0, "gxu": 0.0, "autotune": 0.0, "ceiling": 0.0}
-    configs, candidates_timed, bytes_moved, samples = [], 0, 0.0, []
+    configs, candidates_timed, bytes_moved, samples, refused = [], 0, 0.0, [], []
     for launch in captured:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
@@ -107,7 +108,11 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         timed = []
         for plan in plans:
             copies = kernel._target_launch(plan).with_copies_of_written(args)
-            target.execute(kernel._target_launch(plan), copies, spec)
+            try:
+                target.execute(kernel._target_launch(plan), copies, spec)
+            except OutOfResources:  # the spec's shared memory held it, the GPU's does not
+                refused.append(f"{plan.meta} w{plan.num_warps} s{plan.num_stages}")
+                continue
             written = [c for n, c in zip(kernel.shape.runtime_args, copies) if n in kernel.written]
             for got, want in zip(written, reference):
                 # Configs reduce in different orders: bf16 results may differ by an ulp (2^-7).
@@ -130,7 +135,8 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         # again, shows how far a measured choice sits from the ceiling (noise).
         totals["autotune"] += target.time_launch(kernel._target_launch(best), args)
     return {**{f"{k}_s": v for k, v in totals.items()}, "ceiling_config": "; ".join(configs),
-            "candidates": candidates_timed, "bytes": bytes_moved, "samples": samples}
+            "candidates": candidates_timed, "refused": refused, "bytes": bytes_moved,
+            "samples": samples}
 
 
 def run_case(case: Case, spec: gxusim.HardwareSpec) -> dict:
@@ -212,7 +218,8 @@ def main() -> None:
             print(f"{case.name}: FAILED {type(row).__name__}: {str(row)[:300]}", flush=True)
             continue
         rows.append(row)
-        print(f"{case.name}: {row['candidates']} configs in {row['search_s']:.0f} s; "
+        refused = f" ({len(row['refused'])} refused for resources)" if row["refused"] else ""
+        print(f"{case.name}: {row['candidates']} configs{refused} in {row['search_s']:.0f} s; "
               f"TB/s seed {row['bytes'] / row['seed_s'] / 1e12:.2f} gxu "
               f"{row['bytes'] / row['gxu_s'] / 1e12:.2f} ceiling "
               f"{row['bytes'] / row['ceiling_s'] / 1e12:.2f} ({row['ceiling_config'][:50]})",

@@ -36,6 +36,7 @@ class ReductionConfig:
     xblock: int  # rows per tile
     rblock: int  # reduction chunk (ignored by persistent reductions, whose RBLOCK is static)
     num_warps: int
+    num_stages: int = 1  # chunks in flight in a looped reduction's chunk loop (1: one at a time)
 
 
 Plan = TypeVar("Plan")
@@ -76,6 +77,14 @@ class Heuristics:
         """A reduction whose loads are contiguous along x, across the rows of a tile, not
         along the reduced axis (a sum over dim 0 of a row-major tensor): coalescing needs
         wide tiles in x. By default the same answer as `select_reduction`."""
+        return self.select_reduction(xnumel, rnumel, dtype)
+
+    def select_one_pass_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
+                                  ) -> ReductionConfig:
+        """A looped reduction that reads each row once, in one chunk loop (a sum, a max, a
+        mean; not softmax or layernorm, whose later loops re-read the rows): its chunks can
+        stream back to back, so deep pipelining (`ReductionConfig.num_stages`) pays. By
+        default the same answer as `select_reduction`."""
         return self.select_reduction(xnumel, rnumel, dtype)
 
     def select_tile_2d(self, xnumel: int, ynumel: int, dtype: torch.dtype) -> tuple[int, int]:
@@ -122,15 +131,25 @@ class GXUHeuristics(Heuristics):
     The sizes come from the capped-ceiling search on an H200 (`benchmarks/bench_ceiling.py`,
     docs/gpu-measurements.md): with 32 programs each program must keep a lot of memory in
     flight, so the fastest legal configs were the largest tiles with 16 warps: 32K-element
-    pointwise tiles, 128x128 transpose tiles, and reduction tiles of many rows rather than one
-    row walked chunk by chunk: 32 x 256 for 4096-wide rows (the best bf16 row sum; 0.86 and
-    0.89 of the best fp32 row sum, 128 x 64, and layernorm, 32 x 512, which disagree), 16
-    whole rows for 1024-wide softmax rows; whole rows want 32K-element tiles, at most
-    MAX_ROWS rows. Rows of 32K elements and more are walked one row per tile in 8K-element
-    chunks, one long contiguous stream (256 x 1M row sum: 385 us against 744 us for 8 rows
-    in 2K chunks; 2048 x 32768 softmax: 441 us against 529 us for 64 x 256). Column
-    reductions (loads contiguous along x) take 128 columns by 256 rows (16384 x 4096 summed
-    over dim 0: 119 us against 279 us for 8 x 1024).
+    pointwise tiles, 128x128 transpose tiles, 16 whole rows for 1024-wide softmax rows
+    (whole rows want 32K-element tiles, at most MAX_ROWS rows).
+
+    Looped reductions depend on how often they read a row:
+
+    * once, in one chunk loop (sums, max; `select_one_pass_reduction`, and column sums): the
+      loop is pipelined CHUNK_STAGES deep (Triton keeps 3 chunks' loads in flight) with
+      64 KB chunks of as many rows as a tile may hold. Unpipelined, the same kernels'
+      configs were erratic (row sum 32768 x 4096 fp32: 0.4-0.6 of the best for most, a few
+      isolated ones at 0.87-1.0); pipelined, time falls smoothly with the chunk, and 128 x
+      128 fp32 (128 x 256 bf16) is 0.99-1.00 of the ceiling, 3.25 TB/s;
+    * several times (softmax, layernorm: later loops re-read the rows from L2): not
+      pipelined (3-4 stages made them 20-60% slower), MULTI_PASS_TILE-element tiles of
+      MULTI_PASS_ROW_BYTES of each row (layernorm 4096 x 4096: 32 x 128 fp32 and 16 x 256
+      bf16 at 0.99-1.00 of the ceiling, in two runs; their neighbours 0.8-0.9).
+
+    Rows of 32K elements and more are walked one row per tile in 8K-element chunks, one
+    long contiguous stream (2048 x 32768 softmax: 441 us against 529 us for 64 x 256).
+    Column reductions (loads contiguous along x) take 128 columns per tile.
     """
 
     name = "gxu"
@@ -143,19 +162,24 @@ class GXUHeuristics(Heuristics):
     # persistent, R0_BLOCK fixed in the kernel); a tile of them holds this many elements.
     WHOLE_ROW = 1024
     WHOLE_ROW_TILE = 32 * 1024
-    # Longer rows are walked in chunks: a tile of up to MAX_ROWS rows (fewer as rows grow:
-    # ROW_SPAN elements of rows at most, so a very long row is one row per tile), chunks
-    # sized so the tile holds LOOPED_TILE elements.
-    LOOPED_TILE = 8 * 1024
+    # Longer rows are walked in chunks, a tile of up to MAX_ROWS rows.
     MAX_ROWS = 128
-    ROW_SPAN = 128 * 1024
     MIN_CHUNK = 64
+    # Multi-pass: MULTI_PASS_ROW_BYTES of each row a chunk, MULTI_PASS_TILE elements a tile.
+    MULTI_PASS_ROW_BYTES = 512
+    MULTI_PASS_TILE = 4 * 1024
+    # One pass (and column reductions): chunks of up to STREAM_CHUNK_BYTES, CHUNK_STAGES deep,
+    # so that the CHUNK_STAGES - 1 chunks in flight fit in a program's share of the SM's
+    # shared memory (`_stream_chunk_elements`).
+    STREAM_CHUNK_BYTES = 64 * 1024
+    CHUNK_STAGES = 4
     # Rows at least this long: one row per tile, in LONG_ROW_CHUNK-element chunks.
     LONG_ROW = 32 * 1024
     LONG_ROW_CHUNK = 8 * 1024
-    # Column reductions: up to COLUMNS columns per tile, COLUMN_TILE elements a chunk.
+    # Column reductions: up to COLUMNS columns per tile, COLUMN_ELEMENTS_PER_THREAD elements a
+    # thread (128 x 128 fp32: 8 warps 1.00 of the ceiling, 16 warps 0.95).
     COLUMNS = 128
-    COLUMN_TILE = 32 * 1024
+    COLUMN_ELEMENTS_PER_THREAD = 64
 
     def _spec(self) -> HardwareSpec:
         return self.spec or current_spec()
@@ -189,12 +213,35 @@ class GXUHeuristics(Heuristics):
         elif row >= self.LONG_ROW:
             rows, rblock = 1, self.LONG_ROW_CHUNK
         else:
-            rows = min(rows_per_program, self.MAX_ROWS, max(1, self.ROW_SPAN // row))
-            rblock = min(row, max(self.MIN_CHUNK, self.LOOPED_TILE // rows))
+            rblock = min(row, max(self.MIN_CHUNK, self.MULTI_PASS_ROW_BYTES // dtype.itemsize))
+            rows = min(rows_per_program, self.MAX_ROWS, max(1, self.MULTI_PASS_TILE // rblock))
         return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)))
+
+    def _stream_chunk_elements(self, dtype: torch.dtype) -> int:
+        """Elements of a pipelined chunk: STREAM_CHUNK_BYTES, or less where the programs a
+        full grid puts on one SM could not each buffer CHUNK_STAGES - 1 of them (the GXU:
+        2 programs per SM, 128 KB: 16 KB chunks; the H200 capped at 32 programs: 64 KB)."""
+        spec = self._spec()
+        sharing = max(1, min(spec.max_blocks_per_sm, cdiv(spec.max_grid, spec.sm_count)))
+        fitting = spec.smem_per_sm // sharing // (self.CHUNK_STAGES - 1)
+        chunk = min(self.STREAM_CHUNK_BYTES, 1 << max(0, fitting.bit_length() - 1))
+        return max(self.MIN_CHUNK, chunk // dtype.itemsize)
+
+    def select_one_pass_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
+                                  ) -> ReductionConfig:
+        tile = self._stream_chunk_elements(dtype)
+        rows_per_program = next_power_of_2(cdiv(xnumel, self._spec().max_grid))
+        rows = min(rows_per_program, self.MAX_ROWS, max(1, tile // self.MIN_CHUNK))
+        rblock = min(next_power_of_2(rnumel), max(self.MIN_CHUNK, tile // rows))
+        return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)),
+                               self.CHUNK_STAGES)
 
     def select_column_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
                                 ) -> ReductionConfig:
         columns = min(self.COLUMNS, next_power_of_2(cdiv(xnumel, self._spec().max_grid)))
-        rblock = min(next_power_of_2(rnumel), max(self.MIN_CHUNK, self.COLUMN_TILE // columns))
-        return ReductionConfig(columns, rblock, max(2, self.select_num_warps(columns * rblock)))
+        tile = self._stream_chunk_elements(dtype)
+        rblock = min(next_power_of_2(rnumel), max(self.MIN_CHUNK, tile // columns))
+        spec = self._spec()
+        threads = cdiv(columns * rblock, self.COLUMN_ELEMENTS_PER_THREAD)
+        warps = max(2, min(spec.max_num_warps, next_power_of_2(cdiv(threads, spec.warp_size))))
+        return ReductionConfig(columns, rblock, warps, self.CHUNK_STAGES)

@@ -12,6 +12,10 @@ and reduction code and changes three things:
 * the body is wrapped in a grid-stride loop over the flattened tile space,
   `for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0))`, so any number of
   programs from 1 to `n_tiles` computes the whole output (the launcher picks it);
+* a looped reduction's chunk loop gets `num_stages=NUM_STAGES`, a constexpr the launch
+  plan sets: Triton software-pipelines the loads of a loop only when the loop names its
+  stages (loops without a `tl.dot` are otherwise never pipelined), and under a capped grid
+  each program must keep several chunks in flight to stream (`pipelined_chunk_loops`);
 * the kernel module imports `gxusim.compiler.launcher` as its `triton_heuristics`, so
   launches go through GXU heuristics and spec checks instead of Inductor's autotuner.
 
@@ -21,6 +25,7 @@ split scans, combo kernels) are refused with a clear error rather than launched 
 from __future__ import annotations
 
 import hashlib
+import re
 from unittest import mock
 
 import torch
@@ -31,7 +36,32 @@ from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
 
 from gxusim import target
 
+from .plan import PIPELINE_PARAM
+
 TILE_INDEX = {0: "xtile", 1: "ytile"}  # grid axis -> tile index variable in the kernel body
+_CHUNK_LOOP = re.compile(r"(for r0_offset in tl\.range\(0, r0_numel, R0_BLOCK)\):")
+_BLOCK_SIGNATURE = re.compile(r"(\ndef [\w.]+\(.*R0_BLOCK : tl\.constexpr)\):")
+
+
+def pipelined_chunk_loops(code: str) -> str:
+    """`code` with every looped-reduction chunk loop pipelined `NUM_STAGES` deep, and that
+    constexpr added to the kernel's parameters (unchanged without a chunk loop).
+
+    Triton's pipeliner overlaps a loop's loads with the iterations before them (async
+    copies into shared memory, NUM_STAGES - 1 chunks ahead) only for loops that carry a
+    `num_stages`, or whose loads feed a `tl.dot`. A capped row sum on the H200 (32768 x
+    4096 fp32, 32 programs, 16 warps) streamed at 0.6-2.7 TB/s by config without it, erratic
+    from one config to its neighbour, and at 2.0-3.2 TB/s with 3-4 stages, rising smoothly
+    with the tile (docs/gpu-measurements.md)."""
+    code, loops = _CHUNK_LOOP.subn(rf"\1, num_stages={PIPELINE_PARAM}):", code)
+    if not loops:
+        return code
+    code, signatures = _BLOCK_SIGNATURE.subn(rf"\1, {PIPELINE_PARAM} : tl.constexpr):", code)
+    if signatures != 1:
+        raise RuntimeError("gxusim: Inductor's looped-reduction kernel signature changed (no "
+                           "`R0_BLOCK : tl.constexpr` last); update "
+                           "gxusim/compiler/inductor_codegen.py for this torch version")
+    return code
 
 
 class GXUTritonKernel(TritonKernel):
@@ -102,7 +132,7 @@ class GXUTritonKernel(TritonKernel):
                 raise NotImplementedError(
                     f"gxusim: Inductor chose a {feature.replace('_', ' ')} kernel for gxu; it "
                     f"assigns work by program id and cannot be capped at the spec's grid")
-        code = super().codegen_kernel(name)
+        code = pipelined_chunk_loops(super().codegen_kernel(name))
         if not target.active().has_triton_driver:
             # The kernel module selects Triton's GPU driver on import; the emulator needs none.
             code = code.replace("triton_helpers.set_driver_to_gpu()\n", "")

@@ -185,8 +185,8 @@ class GXUKernel:
 
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:
         return targets.KernelLaunch(self.fn, self.name, plan.grid, plan.num_warps,
-                                    plan.num_stages, plan.meta, self.shape.runtime_args,
-                                    self.written)
+                                    plan.num_stages, plan.kernel_meta(self.shape),
+                                    self.shape.runtime_args, self.written)
 
     def _prepare(self, args: Sequence[Any], policy: Heuristics, spec: HardwareSpec) -> "_Prepared":
         """Everything about a launch that depends only on sizes, policy and spec: worked out
@@ -196,7 +196,7 @@ class GXUKernel:
         check_launch(spec, plan.grid, plan.num_warps, self.name)
         static_facts = plan.facts(self.shape, numels, sum(
             a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)), spec)
-        meta = {**plan.meta, **numels, **self.shape.static_blocks,
+        meta = {**plan.kernel_meta(self.shape), **numels, **self.shape.static_blocks,
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
                          perf_model.predict_seconds(static_facts, spec), self.fusion)

@@ -23,13 +23,17 @@ import torch
 
 from gxusim import perf_model
 from gxusim.kernel_args import NUMEL_ARGS
-from gxusim.kernel_work import KernelWork, kernel_work, load_unit_stride_axes, static_blocks
+from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
+                                static_blocks)
 from gxusim.spec import HardwareSpec
 
 from .heuristics import Heuristics, cdiv
 
 # Names the Inductor kernel signature uses for block constexprs (sizes: NUMEL_ARGS).
 BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
+# The constexpr a pipelined chunk loop takes its depth from (`inductor_codegen`): the
+# plan's num_stages, passed as a kernel parameter.
+PIPELINE_PARAM = "NUM_STAGES"
 MAX_BLOCK_ELEMENTS = 1 << 20
 
 
@@ -42,6 +46,8 @@ class KernelShape:
     static_blocks: dict[str, int]  # block sizes fixed in the body, not launch parameters
     source: str = ""  # the kernel's Python source (names it in search caches)
     work: KernelWork = KernelWork()  # operations per element, counted from the source
+    pipelined: bool = False  # its chunk loops take their pipelining depth (PIPELINE_PARAM)
+    chunk_loops: int = 0  # a looped reduction's passes over its rows (a sum 1, softmax 3)
 
     @property
     def numel_args(self) -> tuple[tuple[str, int], ...]:
@@ -74,7 +80,35 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
     runtime = tuple(p.name for p in params if p.name not in constexpr)
     blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
     source = inspect.getsource(python_fn)
-    return KernelShape(name, runtime, blocks, static_blocks(source), source, kernel_work(source))
+    try:
+        chunk_loops = sum(phase.looped for phase in kernel_phases(source))
+    except Exception:  # noqa: BLE001 - not a generated kernel (a hand-written one, a test's)
+        chunk_loops = 0
+    return KernelShape(name, runtime, blocks, static_blocks(source), source, kernel_work(source),
+                       PIPELINE_PARAM in constexpr, chunk_loops)
+
+
+def reduction_question(shape: KernelShape) -> str:
+    """The policy question a reduction kernel's blocks come from: column reductions (loads
+    contiguous across rows), reductions that read each row once in one chunk loop (a sum, a
+    max: nothing to re-read, chunks can stream back to back), and the rest."""
+    if shape.column_reduction:
+        return "select_column_reduction"
+    if shape.chunk_loops == 1 and "R0_BLOCK" in shape.block_params:
+        return "select_one_pass_reduction"
+    return "select_reduction"
+
+
+def chunk_load_bytes(shape: KernelShape, meta: dict[str, int]) -> int:
+    """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
+    what each software-pipelining stage buffers in shared memory (0 without a chunk loop)."""
+    if not shape.pipelined:
+        return 0
+    blocks = {**meta, **shape.static_blocks}
+    size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1), "r": blocks.get("R0_BLOCK", 1)}
+    return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
+                    for access in phase.accesses if not access.store)
+                for phase in kernel_phases(shape.source) if phase.looped), default=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +118,9 @@ class LaunchPlan:
     programs: int
     n_tiles: int
     rules: dict[str, str]
-    num_stages: Optional[int] = None  # None: Triton's default
+    # Software-pipelining depth of the chunk loops (chunks in flight: 1 none, N: N - 1 ahead);
+    # None: Triton's default, which pipelines nothing in these kernels.
+    num_stages: Optional[int] = None
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -118,7 +154,19 @@ class LaunchPlan:
             self.tile_elements(shape, numels), bytes_moved,
             perf_model.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
-            perf_model.launch_phases(shape.source, self.meta, chunks))
+            perf_model.launch_phases(shape.source, self.meta, chunks,
+                                     stages=self.pipeline_stages(shape)))
+
+    def pipeline_stages(self, shape: KernelShape) -> int:
+        """The depth the kernel's chunk loops run at (1: not pipelined)."""
+        return (self.num_stages or 1) if shape.pipelined else 1
+
+    def kernel_meta(self, shape: KernelShape) -> dict[str, int]:
+        """The constexprs the kernel is called with: the blocks, and the chunk loops' depth
+        where the kernel takes it."""
+        if not shape.pipelined:
+            return self.meta
+        return {**self.meta, PIPELINE_PARAM: self.pipeline_stages(shape)}
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -172,6 +220,21 @@ def resolve_grid(policy: Heuristics, value: object, n_tiles: int, spec: Hardware
     return max(1, programs), rule
 
 
+def resolve_num_stages(policy: Heuristics, method: str, value: object, chunk_bytes: int,
+                       spec: HardwareSpec) -> tuple[int, str]:
+    """(num_stages, rule): a positive int, lowered until the chunks it buffers ahead
+    (num_stages - 1 of `chunk_bytes` each, in shared memory) fit in spec.smem_per_sm."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PolicyError(f"policy {policy.name!r}: {method} returned num_stages={value!r}; "
+                          f"expected a positive int (1: no pipelining)")
+    fitting = 1 + spec.smem_per_sm // chunk_bytes if chunk_bytes else value
+    if value > fitting:
+        return fitting, (f"{policy.name} chose {value}, lowered to {fitting}: {value - 1} "
+                         f"chunks of {chunk_bytes} bytes exceed smem_per_sm={spec.smem_per_sm} "
+                         f"of spec {spec.name}")
+    return value, f"{policy.name}.{method}"
+
+
 def _policy_call(policy: Heuristics, method: str, *args: Any) -> Any:
     """A policy method's answer; an exception inside the policy is reported as the policy's."""
     try:
@@ -198,12 +261,13 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     xnumel = numels.get("xnumel", 1)
     rules: dict[str, str] = {}
     meta: dict[str, int] = {}
+    num_stages = None
     if shape.is_reduction and shape.is_2d:
         raise NotImplementedError(
             f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
             f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
     if shape.is_reduction:
-        question = "select_column_reduction" if shape.column_reduction else "select_reduction"
+        question = reduction_question(shape)
         choice = _policy_call(policy, question, xnumel, numels["r0_numel"], dtype)
         meta["XBLOCK"] = shape.static_blocks.get("XBLOCK") or \
             resolve_block(policy, f"{question} (xblock)", choice.xblock)
@@ -213,6 +277,9 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         rules["XBLOCK"] = "fixed by the kernel" if "XBLOCK" in shape.static_blocks else \
             f"{policy.name}.{question}"
         requested_warps = choice.num_warps
+        if shape.pipelined:
+            num_stages, rules["num_stages"] = resolve_num_stages(
+                policy, question, choice.num_stages, chunk_load_bytes(shape, meta), spec)
     elif shape.is_2d:
         xblock, yblock = _policy_call(policy, "select_tile_2d", xnumel, numels["ynumel"], dtype)
         meta["XBLOCK"] = resolve_block(policy, "select_tile_2d (xblock)", xblock)
@@ -232,18 +299,19 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         requested_grid = _policy_call(policy, "get_grid", xnumel, meta["XBLOCK"])
     programs, rules["grid"] = resolve_grid(policy, requested_grid, n_tiles, spec)
     return LaunchPlan({k: v for k, v in meta.items() if k in shape.block_params}, num_warps,
-                      programs, n_tiles, rules)
+                      programs, n_tiles, rules, num_stages)
 
 
 # The space every search walks (autotune, the capped ceiling): tiles of 1K to 32K elements
 # (smaller ones leave a capped grid's programs mostly waiting on memory; the H200 sweeps in
 # docs/gpu-measurements.md never found the best below 1K), warps while each thread keeps
-# 4 to 64 elements, and software-pipelining depths 1 (none) and 3 (Triton's default).
+# 4 to 64 elements, and, for kernels with pipelined chunk loops, depths 1 (none) to 4 that
+# fit in shared memory (other kernels have nothing for Triton to pipeline: one depth).
 POINTWISE_BLOCKS = tuple(1 << k for k in range(8, 16))  # 256 .. 32768
 ROWS_PER_TILE = tuple(1 << k for k in range(0, 8))  # 1 .. 128
 REDUCTION_CHUNKS = tuple(1 << k for k in range(6, 14))  # 64 .. 8192
 TILE_2D = (16, 32, 64, 128)
-NUM_STAGES = (1, 3)
+NUM_STAGES = (1, 2, 3, 4)
 MIN_TILE_ELEMENTS, MAX_TILE_ELEMENTS = 1 << 10, 1 << 15
 ELEMENTS_PER_THREAD = (4, 64)
 
@@ -284,8 +352,11 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
         low, high = ELEMENTS_PER_THREAD
         fitting = [w for w in warps if low <= elements / (w * spec.warp_size) <= high] or \
             [warps[0] if elements < low * warps[0] * spec.warp_size else warps[-1]]
+        chunk_bytes = chunk_load_bytes(shape, parameters)
+        depths = [s for s in NUM_STAGES if (s - 1) * chunk_bytes <= spec.smem_per_sm] \
+            if shape.pipelined else [None]
         for num_warps in fitting:
-            for stages in NUM_STAGES:
+            for stages in depths:
                 key = (tuple(parameters.items()), num_warps, stages)
                 plans[key] = LaunchPlan(parameters, num_warps, min(tiles, spec.max_grid), tiles,
                                         {"all": "candidate config"}, stages)

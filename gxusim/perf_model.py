@@ -63,7 +63,10 @@ the body of each `tl.range` loop over a reduction's chunks):
   latency, not more issue (the suite's embedding_mean, two tiles of one 128x128 chunk of
   8-byte indices and 4-byte values on 16 warps: 8.3 us measured beyond the launch overhead,
   18 predicted when every word was charged once per round trip of the chain, 9 now).
-  (Triton does not pipeline these loops: num_stages 1 and 3 time the same.) A later chunk
+  A pipelined loop (`num_stages` S on the loop, `inductor_codegen`) keeps S - 1 chunks'
+  loads in flight ahead of the one being summed, dividing that issue term by S - 1 until
+  the SM's bandwidth binds (without the loop's `num_stages` Triton pipelines nothing here:
+  the launch's num_stages 1 and 3 timed the same). A later chunk
   loop that re-reads the rows an earlier one of the same tile loaded (softmax's second and
   third passes, layernorm's normalising pass) finds them in L2 when the tile's rows fit in
   the program's share of it (`cached_load_bytes`): those words cost no element_issue_s
@@ -124,6 +127,7 @@ class PhaseFacts:
     scans: int = 0  # block scans per iteration
     transposed: bool = False  # loads and stores disagree on the contiguous axis
     looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
+    pipeline_stages: int = 1  # a chunk loop's software-pipelining depth (stages - 1 ahead)
 
 
 class Phases(list):
@@ -176,10 +180,10 @@ class LaunchFacts:
 
 
 def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
-                  pointer_bytes: Mapping[str, int] | None = None) -> tuple:
+                  pointer_bytes: Mapping[str, int] | None = None, stages: int = 1) -> tuple:
     """The `PhaseFacts` of one tile of a kernel launched with these block sizes (the plan's
-    meta; block sizes the kernel's body fixes win) and reduction chunks per tile (1 unless
-    looped).
+    meta; block sizes the kernel's body fixes win), reduction chunks per tile (1 unless
+    looped) and chunk-loop pipelining depth.
     Element sizes come from the signature in the source's decorator, or `pointer_bytes`
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
     try:
@@ -194,10 +198,11 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
         phases = tuple(dataclasses.replace(phase, accesses=tuple(
             dataclasses.replace(a, element_bytes=pointer_bytes.get(a.pointer, a.element_bytes))
             for a in phase.accesses)) for phase in phases)
-    return tuple(_phase_facts(phase, size, block, chunks) for phase in phases)
+    return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
 
 
-def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int) -> PhaseFacts:
+def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
+                 stages: int) -> PhaseFacts:
     def elements(axes: Iterable[str]) -> int:
         return math.prod(size[a] for a in axes)
     streamed = [a for a in phase.accesses if not a.broadcast]
@@ -210,7 +215,7 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int)
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
-        looped=phase.looped)
+        looped=phase.looped, pipeline_stages=stages if phase.looped else 1)
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -328,8 +333,11 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
             # A gather's index load is in load_bytes already: its second, dependent round
             # trip is latency (above), not more words to issue.
+            # A pipelined loop keeps stages - 1 chunks' loads in flight ahead of the one
+            # being summed: their round trips overlap, until the SM's bandwidth binds.
+            ahead = max(1, phase.pipeline_stages - 1)
             loads = spec.element_issue_s * queued * steps * (phase.load_bytes - cached) / \
-                (4 * threads)
+                (4 * threads * ahead)
         return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the

@@ -182,13 +182,58 @@ def test_inductor_does_not_split_a_reduction_for_sms_the_grid_cap_leaves_idle():
 
 def test_gxu_asks_for_wide_tiles_where_a_reduction_loads_along_columns():
     """A sum over dim 0 loads contiguously along x: the plan asks the policy's column question
-    (128 columns x 256 rows under gxu); a sum over dim 1 asks the row question."""
+    (128 columns a tile under gxu); a sum over dim 1 asks the one-pass row question."""
     column, = _planned(lambda t: t.sum(0), (16384, 4096))
     assert column.rules["XBLOCK"] == "gxu.select_column_reduction"
-    assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (128, 256)
+    assert column.meta["XBLOCK"] == 128
     row, = _planned(lambda t: t.sum(1), (256, 1 << 20))
-    assert row.rules["XBLOCK"] == "gxu.select_reduction"
-    assert (row.meta["XBLOCK"], row.meta["R0_BLOCK"]) == (1, 8192)  # one long row per tile
+    assert row.rules["XBLOCK"] == "gxu.select_one_pass_reduction"
+
+
+@pytest.mark.parametrize("spec", ["gxu", "gxu-on-h200"])
+def test_one_pass_reductions_stream_pipelined_chunks_and_multi_pass_ones_do_not(spec):
+    """A sum reads each row once: its chunk loop is pipelined (num_stages chunks in flight,
+    NUM_STAGES passed to the kernel) within each resident program's share of shared
+    memory; softmax re-reads its rows in later loops and is not pipelined."""
+    loaded = gxusim.load_spec(spec)
+    row_sum, = _planned(lambda t: t.sum(1), (32768, 4096), spec)
+    assert row_sum.rules["XBLOCK"] == "gxu.select_one_pass_reduction"
+    stages = row_sum.meta["NUM_STAGES"]
+    chunk_bytes = row_sum.meta["XBLOCK"] * row_sum.meta["R0_BLOCK"] * 4
+    sharing = min(loaded.max_blocks_per_sm, -(-loaded.max_grid // loaded.sm_count))
+    assert stages == 4 and (stages - 1) * chunk_bytes <= loaded.smem_per_sm // sharing
+    softmax, = _planned(lambda t: t.softmax(-1), (4096, 8192), spec)
+    assert softmax.rules["XBLOCK"] == "gxu.select_reduction"
+    assert softmax.meta["NUM_STAGES"] == 1
+
+
+def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
+    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+
+    class Greedy(SeedHeuristics):
+        name = "greedy"
+
+        def select_reduction(self, xnumel, rnumel, dtype):
+            return ReductionConfig(64, 512, 16, num_stages=8)  # 128 KB chunks
+    gxusim.use_heuristics(Greedy())
+    try:
+        launch, = _planned(lambda t: t.sum(1), (4096, 4096), "gxu-on-h200")
+    finally:
+        gxusim.use_heuristics("gxu")
+    assert launch.meta["NUM_STAGES"] == 2  # one 128 KB chunk ahead fits in 228 KiB, two do not
+    assert "lowered to 2" in launch.rules["num_stages"] and "smem_per_sm" in launch.rules["num_stages"]
+
+
+def test_chunk_loops_are_generated_pipelined_by_a_kernel_parameter():
+    from gxusim.compiler.inductor_registration import last_generated_code
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        x = torch.randn(64, 3000)
+        got = torch.compile(lambda t: t.sum(1))(x.to("gxu"))
+    code = last_generated_code()
+    assert "tl.range(0, r0_numel, R0_BLOCK, num_stages=NUM_STAGES)" in code
+    assert "R0_BLOCK : tl.constexpr, NUM_STAGES : tl.constexpr):" in code
+    torch.testing.assert_close(got.cpu(), x.sum(1), rtol=1e-4, atol=1e-4)  # summation order
 
 
 def test_a_policy_without_the_column_question_answers_it_with_select_reduction():

@@ -293,6 +293,22 @@ def test_a_looped_gather_waits_an_extra_round_trip_but_issues_its_words_once():
     assert predict_seconds(facts(gather), spec) > predict_seconds(facts(plain), spec)
 
 
+def test_a_pipelined_chunk_loop_overlaps_its_chunks_until_the_sm_bandwidth_binds():
+    spec = gxusim.load_spec("gxu-on-h200")
+    row = PhaseFacts(1, 128, 0.0, 512.0, 0, reductions=1)
+
+    def seconds(stages, bandwidth=spec.sm_bandwidth):
+        # row sum 32768 x 4096 fp32 at 128 x 128: 32 chunks of 64 KB per tile
+        loop = PhaseFacts(32, 16384, 4 * 16384, 0.0, 1, 2.0, looped=True, pipeline_stages=stages)
+        return predict_seconds(LaunchFacts(32, 16, 8, 128 * 4096, 5.4e8, 1, phases=(row, loop)),
+                               spec.replace(sm_bandwidth=bandwidth))
+    times = [seconds(stages) for stages in (1, 2, 3, 4)]
+    assert times[0] == times[1] > times[2] > times[3]  # one chunk ahead overlaps nothing
+    # with the SM's bandwidth binding, more chunks in flight cannot help
+    slow = spec.sm_bandwidth / 20
+    assert seconds(4, slow) == pytest.approx(seconds(1, slow), rel=0.05)
+
+
 def test_dram_bandwidth_bounds_an_uncapped_grid():
     spec = gxusim.load_spec("h200")
     facts = _facts(spec, ADD, {"XBLOCK": 1024}, 4, 97657, N, 12 * N)

@@ -93,8 +93,16 @@ def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
     chunks = math.ceil(int(reduced) / blocks["R0_BLOCK"]) \
         if reduced is not None and "R0_BLOCK" in blocks else 1
     element_bytes = {name: buffer.array.itemsize for name, buffer in arguments.buffers.items()}
+    stages = constants.get("NUM_STAGES")  # a pipelined chunk loop's depth (inductor_codegen)
     return perf_model.launch_phases(compiled.kir.sources[0], blocks, max(1, chunks),
-                                    element_bytes)
+                                    element_bytes, stages if isinstance(stages, int) else 1)
+
+
+def pipeline_buffer_bytes(phases: tuple) -> int:
+    """Shared memory a pipelined chunk loop buffers its loads in: num_stages - 1 chunks
+    ahead (Triton's async copies), of the largest such loop."""
+    return int(max(((p.pipeline_stages - 1) * p.load_bytes for p in phases if p.looped),
+                   default=0))
 
 
 def measure_performance(report: EmulationReport, compiled: Specialisation,
@@ -106,12 +114,13 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
     report.traffic_bytes = sector_traffic(report, compiled, arguments, records, spec)
     block = max((s.shape for s in kir.sites), key=math.prod, default=())
     regs = occupancy.estimate_registers(occupancy.live_words(units), num_warps, spec, n_regs)
-    report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs,
-                                           occupancy.smem_bytes(units, num_warps), block)
+    phases = tile_phases(compiled, arguments)
+    smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(phases)
+    report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs, smem, block)
     report.facts = perf_model.LaunchFacts(
         programs=programs, num_warps=num_warps,
         tiles_per_program=max(report.tiles_per_program, default=1),
         tile_elements=tile_elements(records.outputs["site_runs"], kir.sites, records.outputs["tiles"]),
         bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm,
-        phases=tile_phases(compiled, arguments))
+        phases=phases)
     report.predicted_s = perf_model.predict_seconds(report.facts, spec)
