@@ -43,13 +43,17 @@ def test_compiled_looped_reduction_predicts_the_same_time_as_emulate():
         args = launch.args if on_emulator else \
             [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
         report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
-                                num_warps=launch.plan.num_warps, **launch.plan.meta)
+                                num_warps=launch.plan.num_warps,
+                                **launch.plan.kernel_meta(launch.kernel.shape))
         if on_emulator:
             assert report.predicted_s == records[launch.kernel.name].predicted_s
         numels = launch.kernel.numels(launch.args)
-        # What the plan alone says (the cuda target's prediction) is what the emulator counted.
-        assert report.facts.tile_elements == launch.plan.tile_elements(launch.kernel.shape, numels)
+        # What the plan alone says (the cuda target's prediction) is what the emulator counted,
+        # the chunk loop's pipelining depth included.
+        planned = launch.plan.facts(launch.kernel.shape, numels, 0.0, gxusim.current_spec())
+        assert report.facts.tile_elements == planned.tile_elements
         assert report.facts.tiles_per_program == launch.plan.tiles_per_program
+        assert report.facts.phases == planned.phases
 
 
 def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
