@@ -220,18 +220,26 @@ def resolve_grid(policy: Heuristics, value: object, n_tiles: int, spec: Hardware
     return max(1, programs), rule
 
 
-def resolve_num_stages(policy: Heuristics, method: str, value: object, chunk_bytes: int,
+def deepest_fitting_stages(chunk_bytes: int, meta: dict[str, int], num_warps: int,
+                           spec: HardwareSpec) -> int:
+    """The most pipelining stages whose buffered chunks (num_stages - 1 of `chunk_bytes`)
+    fit in spec.smem_per_sm beside the block reduction's cross-warp scratch (a 32-bit word
+    per warp and row, as the emulator's occupancy model counts it)."""
+    scratch = meta.get("XBLOCK", 1) * num_warps * 4
+    return 1 + max(0, spec.smem_per_sm - scratch) // chunk_bytes if chunk_bytes else 1 << 30
+
+
+def resolve_num_stages(policy: Heuristics, method: str, value: object, fitting: int,
                        spec: HardwareSpec) -> tuple[int, str]:
-    """(num_stages, rule): a positive int, lowered until the chunks it buffers ahead
-    (num_stages - 1 of `chunk_bytes` each, in shared memory) fit in spec.smem_per_sm."""
+    """(num_stages, rule): a positive int, lowered to `fitting` (`deepest_fitting_stages`)
+    where the chunks it buffers ahead would not fit in shared memory."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise PolicyError(f"policy {policy.name!r}: {method} returned num_stages={value!r}; "
                           f"expected a positive int (1: no pipelining)")
-    fitting = 1 + spec.smem_per_sm // chunk_bytes if chunk_bytes else value
     if value > fitting:
         return fitting, (f"{policy.name} chose {value}, lowered to {fitting}: {value - 1} "
-                         f"chunks of {chunk_bytes} bytes exceed smem_per_sm={spec.smem_per_sm} "
-                         f"of spec {spec.name}")
+                         f"chunks ahead exceed smem_per_sm={spec.smem_per_sm} of spec "
+                         f"{spec.name}")
     return value, f"{policy.name}.{method}"
 
 
@@ -277,9 +285,6 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         rules["XBLOCK"] = "fixed by the kernel" if "XBLOCK" in shape.static_blocks else \
             f"{policy.name}.{question}"
         requested_warps = choice.num_warps
-        if shape.pipelined:
-            num_stages, rules["num_stages"] = resolve_num_stages(
-                policy, question, choice.num_stages, chunk_load_bytes(shape, meta), spec)
     elif shape.is_2d:
         xblock, yblock = _policy_call(policy, "select_tile_2d", xnumel, numels["ynumel"], dtype)
         meta["XBLOCK"] = resolve_block(policy, "select_tile_2d (xblock)", xblock)
@@ -292,6 +297,10 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         rules["XBLOCK"] = f"{policy.name}.select_xblock"
         requested_warps = _policy_call(policy, "select_num_warps", meta["XBLOCK"])
     num_warps, rules["num_warps"] = resolve_num_warps(policy, requested_warps, spec)
+    if shape.is_reduction and shape.pipelined:
+        fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
+        num_stages, rules["num_stages"] = resolve_num_stages(policy, question, choice.num_stages,
+                                                             fitting, spec)
     n_tiles = _tiles(shape, numels, meta)
     if shape.is_reduction or shape.is_2d:
         requested_grid = _policy_call(policy, "get_grid", n_tiles, 1)
@@ -353,9 +362,9 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
         fitting = [w for w in warps if low <= elements / (w * spec.warp_size) <= high] or \
             [warps[0] if elements < low * warps[0] * spec.warp_size else warps[-1]]
         chunk_bytes = chunk_load_bytes(shape, parameters)
-        depths = [s for s in NUM_STAGES if (s - 1) * chunk_bytes <= spec.smem_per_sm] \
-            if shape.pipelined else [None]
         for num_warps in fitting:
+            depths = [s for s in NUM_STAGES if s <= deepest_fitting_stages(
+                chunk_bytes, blocks, num_warps, spec)] if shape.pipelined else [None]
             for stages in depths:
                 key = (tuple(parameters.items()), num_warps, stages)
                 plans[key] = LaunchPlan(parameters, num_warps, min(tiles, spec.max_grid), tiles,

@@ -277,3 +277,42 @@ def test_binary_launch_key_tells_apart_what_triton_specializes_on():
     assert key((1.0, True, None)) == (float, bool, type(None))
     with pytest.raises(TypeError, match="sequence"):
         key(5)
+
+
+def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_model():
+    """A chunk loop pipelined N deep buffers N - 1 chunks in shared memory: the plan lowers a
+    depth that would not fit beside the reduction's scratch, and the emulator's occupancy
+    counts the buffers (GXU: 128 KB per SM, so one 64 KB chunk ahead leaves room for one
+    resident program, not two)."""
+    from gxusim.compiler import launcher
+    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+
+    class Deep(SeedHeuristics):
+        name = "deep"
+
+        def __init__(self, stages):
+            super().__init__()
+            self.stages = stages
+
+        def select_one_pass_reduction(self, xnumel, rnumel, dtype):
+            return ReductionConfig(16, 1024, 4, num_stages=self.stages)  # 64 KB chunks
+    x = torch.randn(256, 4096)
+    planned = {}
+    try:
+        for stages in (1, 3):
+            gxusim.use_heuristics(Deep(stages))
+            torch._dynamo.reset()
+            with launcher.capture() as captured:
+                torch.compile(lambda t: t.sum(1))(x.to("gxu"))
+            launch, = captured
+            args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
+            report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
+                                    num_warps=launch.plan.num_warps, spec="gxu",
+                                    **launch.plan.kernel_meta(launch.kernel.shape))
+            planned[stages] = launch.plan, report.occupancy
+    finally:
+        gxusim.use_heuristics("gxu")
+    (unpipelined, alone), (deep, buffered) = planned[1], planned[3]
+    assert deep.num_stages == 2 and "lowered to 2" in deep.rules["num_stages"]
+    assert alone.blocks_per_sm == 2
+    assert buffered.blocks_per_sm == 1 and buffered.limiter == "shared_memory"
