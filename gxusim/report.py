@@ -114,7 +114,8 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 def kernel_table(launches: Sequence[Launch]) -> str:
     rows = []
     for launch in launches:
-        blocks = " ".join(f"{k}={v}" for k, v in launch.meta.items() if k.endswith("BLOCK"))
+        blocks = " ".join(f"{k}={v}" for k, v in launch.meta.items()
+                          if k.endswith("BLOCK") or k == "NUM_STAGES")  # a chunk loop's depth
         numel = " ".join(f"{k}={v}" for k, v in launch.meta.items() if k.endswith("numel"))
         rows.append((launch.kernel, numel, blocks, launch.num_warps, launch.grid[0],
                      launch.meta.get("tiles_per_program", ""), launch.policy, launch.target,
