@@ -316,3 +316,13 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     assert deep.num_stages == 2 and "lowered to 2" in deep.rules["num_stages"]
     assert alone.blocks_per_sm == 2
     assert buffered.blocks_per_sm == 1 and buffered.limiter == "shared_memory"
+
+
+def test_pipelining_rewrite_leaves_loopless_kernels_alone_and_refuses_an_unknown_signature():
+    from gxusim.compiler.inductor_codegen import pipelined_chunk_loops
+    pointwise = "\ndef k(in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    pass\n"
+    assert pipelined_chunk_loops(pointwise) == pointwise
+    looped = ("\ndef k(in_ptr0, r0_numel, RBLOCK : tl.constexpr):\n"
+              "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):\n        pass\n")
+    with pytest.raises(RuntimeError, match="inductor_codegen.py"):
+        pipelined_chunk_loops(looped)  # the loop is there, the R0_BLOCK parameter is not
