@@ -100,15 +100,9 @@ def reduction_question(shape: KernelShape) -> str:
 
 
 def chunk_load_bytes(shape: KernelShape, meta: dict[str, int]) -> int:
-    """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
-    what each software-pipelining stage buffers in shared memory (0 without a chunk loop)."""
-    if not shape.pipelined:
-        return 0
-    blocks = {**meta, **shape.static_blocks}
-    size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1), "r": blocks.get("R0_BLOCK", 1)}
-    return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
-                    for access in phase.accesses if not access.store)
-                for phase in kernel_phases(shape.source) if phase.looped), default=0)
+    """What each stage of the kernel's pipelined chunk loop buffers in shared memory at these
+    blocks (`perf_model.chunk_load_bytes`; 0 for a kernel without one)."""
+    return perf_model.chunk_load_bytes(shape.source, meta) if shape.pipelined else 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -186,19 +186,39 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
     looped) and chunk-loop pipelining depth.
     Element sizes come from the signature in the source's decorator, or `pointer_bytes`
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
-    try:
-        phases = kernel_phases(source)
-    except Exception:  # noqa: BLE001 - not a generated kernel's source (a hand-written
-        return ()  # kernel, a test's): timed from the per-element counts alone
+    phases, size = _sized_phases(source, blocks, pointer_bytes)
+    block = math.prod(size.values())
+    return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
+
+
+def chunk_load_bytes(source: str, blocks: Mapping[str, int],
+                     pointer_bytes: Mapping[str, int] | None = None) -> int:
+    """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
+    what each stage of a pipelined chunk loop buffers in shared memory (0 without a chunk
+    loop). The plan sizes pipelining depths by it, the emulator's occupancy counts it."""
+    phases, size = _sized_phases(source, blocks, pointer_bytes)
+    return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
+                    for access in phase.accesses if not access.store)
+                for phase in phases if phase.looped), default=0)
+
+
+def _sized_phases(source: str, blocks: Mapping[str, int],
+                  pointer_bytes: Mapping[str, int] | None) -> tuple[tuple, dict[str, int]]:
+    """The kernel's phases (with the given element sizes) and its block size per tile axis
+    (block sizes the kernel's body fixes win); no phases for a source that is not a
+    generated kernel's (a hand-written kernel, a test's)."""
     blocks = {**blocks, **static_blocks(source)}
     size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1),
             "r": blocks.get("R0_BLOCK", 1)}
-    block = math.prod(size.values())
+    try:
+        phases = kernel_phases(source)
+    except Exception:  # noqa: BLE001 - timed from the per-element counts alone
+        return (), size
     if pointer_bytes:
         phases = tuple(dataclasses.replace(phase, accesses=tuple(
             dataclasses.replace(a, element_bytes=pointer_bytes.get(a.pointer, a.element_bytes))
             for a in phase.accesses)) for phase in phases)
-    return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
+    return phases, size
 
 
 def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,

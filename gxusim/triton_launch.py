@@ -4,7 +4,8 @@
 and walks Triton's caches on every call: tens of microseconds of Python per launch, which
 for mid-size kernels is more than the kernel. Like Inductor's own launchers, a
 `BinaryLauncher` compiles through the JIT once per argument specialization and from then on
-calls the compiled binary's `run` directly.
+calls the compiled binary's `run` directly; the specialization key of a launch's arguments
+is computed in C++ (`gxusim.device.native.launch_key`: 0.4 us against 2.6 in Python).
 
 Triton internals used, checked against Triton 3.6 (GPU machine) and 3.9 (development
 machines): since 3.3, `CompiledKernel.run(grid_0, grid_1, grid_2, stream, function,
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import triton
+
 
 def _hooked(hook: Any) -> bool:
     """Whether a launch hook is installed (a function on 3.6; a chain, maybe empty, on 3.9)."""

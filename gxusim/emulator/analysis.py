@@ -81,28 +81,39 @@ def tile_elements(site_runs: np.ndarray, sites: list, tiles: np.ndarray) -> floa
     return best
 
 
+def _constants(arguments: LaunchArguments) -> dict:
+    return {name: value for name, (kind, value) in arguments.spec_args.items() if kind == "const"}
+
+
+def _blocks(arguments: LaunchArguments) -> dict[str, int]:
+    """The launch's block sizes, and its chunk loop's pipelining depth (`NUM_STAGES`)."""
+    constants = _constants(arguments)
+    return {name: int(constants[name]) for name in ("XBLOCK", "YBLOCK", "R0_BLOCK", "NUM_STAGES")
+            if isinstance(constants.get(name), int)}
+
+
+def _element_bytes(arguments: LaunchArguments) -> dict[str, int]:
+    return {name: buffer.array.itemsize for name, buffer in arguments.buffers.items()}
+
+
 def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
     """The tile's phases as `perf_model.launch_phases` reads them from the kernel's source,
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
-    constants = {name: value for name, (kind, value) in arguments.spec_args.items()
-                 if kind == "const"}
-    blocks = {name: int(constants[name]) for name in ("XBLOCK", "YBLOCK", "R0_BLOCK")
-              if isinstance(constants.get(name), int)}
-    reduced = arguments.scalars.get("r0_numel", constants.get("r0_numel"))
+    blocks = _blocks(arguments)
+    reduced = arguments.scalars.get("r0_numel", _constants(arguments).get("r0_numel"))
     chunks = math.ceil(int(reduced) / blocks["R0_BLOCK"]) \
         if reduced is not None and "R0_BLOCK" in blocks else 1
-    element_bytes = {name: buffer.array.itemsize for name, buffer in arguments.buffers.items()}
-    stages = constants.get("NUM_STAGES")  # a pipelined chunk loop's depth (inductor_codegen)
     return perf_model.launch_phases(compiled.kir.sources[0], blocks, max(1, chunks),
-                                    element_bytes, stages if isinstance(stages, int) else 1)
+                                    _element_bytes(arguments), blocks.get("NUM_STAGES", 1))
 
 
-def pipeline_buffer_bytes(phases: tuple) -> int:
+def pipeline_buffer_bytes(compiled: Specialisation, arguments: LaunchArguments) -> int:
     """Shared memory a pipelined chunk loop buffers its loads in: num_stages - 1 chunks
-    ahead (Triton's async copies), of the largest such loop."""
-    return int(max(((p.pipeline_stages - 1) * p.load_bytes for p in phases if p.looped),
-                   default=0))
+    ahead (Triton's async copies), the same bytes the plan sizes depths by."""
+    blocks = _blocks(arguments)
+    return (blocks.get("NUM_STAGES", 1) - 1) * perf_model.chunk_load_bytes(
+        compiled.kir.sources[0], blocks, _element_bytes(arguments))
 
 
 def measure_performance(report: EmulationReport, compiled: Specialisation,
@@ -115,7 +126,7 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
     block = max((s.shape for s in kir.sites), key=math.prod, default=())
     regs = occupancy.estimate_registers(occupancy.live_words(units), num_warps, spec, n_regs)
     phases = tile_phases(compiled, arguments)
-    smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(phases)
+    smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(compiled, arguments)
     report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs, smem, block)
     report.facts = perf_model.LaunchFacts(
         programs=programs, num_warps=num_warps,
