@@ -47,7 +47,8 @@ def _exp_sin(x: torch.Tensor) -> torch.Tensor:
 # Each kind of work the model times, none of them a kernel of the model suite or of the
 # ceiling search (those stay held out, benchmarks/validate_model.py): tanh and sigmoid pin
 # the libdevice weights that exp and sin alone cannot; the long-row sum of squares (rows
-# 256 KB apart) and the two-pass logsumexp the looped chunk loads; the bf16 fma the 2-byte
+# 256 KB apart) and the two-pass logsumexp the looped chunk loads, the column amax a chunk
+# loop striding across rows; the bf16 fma the 2-byte
 # loads; the row centering a persistent reduction with a per-element store; fma3 64K the
 # launch overhead (the suite's small kernels take 4-10 us, the 2026-11-29 set's smallest 16).
 PROGRAMS: tuple[Program, ...] = (
@@ -63,6 +64,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("sumsq 1024x65536", lambda x: (x * x).sum(1), ((1024, 1 << 16),)),
     Program("logsumexp 2048x16384", lambda x: x.logsumexp(1), ((2048, 1 << 14),)),
     Program("center 65536x512", lambda x: x - x.mean(1, keepdim=True), ((1 << 16, 512),)),
+    Program("column amax 4096x8192", lambda x: x.amax(0), ((4096, 8192),)),
     Program("cumsum 512x8192", lambda x: (2 * x).cumsum(1), ((512, 8192),)),
     Program("permute 64x1024x1024", lambda x: x.permute(0, 2, 1).contiguous(),
             ((64, 1024, 1024),)),
@@ -73,6 +75,9 @@ EARLIER_PROGRAMS: tuple[Program, ...] = (
     Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
 )
 PLANS_PER_KERNEL = 10  # spread evenly over the legal plans, every other also at a quarter grid
+# A pipelined chunk loop's time turns on three choices at once (chunk size, warps, depth),
+# and its legal plans are ten times as many: sampled three times as densely.
+PLANS_PER_PIPELINED_KERNEL = 32
 POLICIES = ("seed", "gxu")  # their picks are timed too: the plans the suite really runs
 
 
@@ -120,7 +125,8 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
         moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-        plans = _sampled(candidate_plans(kernel.shape, numels, spec), PLANS_PER_KERNEL)
+        plans = _sampled(candidate_plans(kernel.shape, numels, spec),
+                         PLANS_PER_PIPELINED_KERNEL if kernel.shape.pipelined else PLANS_PER_KERNEL)
         plans += [plan_launch(kernel.shape, numels, program.dtype, resolve_policy(name), spec)
                   for name in POLICIES]
         kernel.precompile_plans(plans, args)
