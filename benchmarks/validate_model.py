@@ -157,7 +157,8 @@ def kernel_shapes(groups: set) -> dict:
     gxusim.use_heuristics("gxu")
     for program in calibrate.PROGRAMS + calibrate.EARLIER_PROGRAMS:
         if f"calibration {program.name}" in groups:
-            add(f"calibration {program.name}", _compile_fake(program.fn, program.shapes))
+            add(f"calibration {program.name}",
+                _compile_fake(program.fn, program.shapes, program.dtype))
     for case in bench_ceiling.cases(quick=False):
         if f"ceiling {case.name}" in groups:
             add(f"ceiling {case.name}", _compile_fake(case.fn, case.shapes, case.dtype))

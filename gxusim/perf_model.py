@@ -96,6 +96,7 @@ kernel and not another), register spills of very large chunks.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import Any, Iterable, Mapping, Sequence
@@ -106,6 +107,7 @@ from .kernel_work import Phase, kernel_phases, static_blocks
 from .spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
+SECTOR_BYTES = 32  # the unit the memory system moves
 SMOOTH_MAX_POWER = 4.0
 # Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
@@ -128,6 +130,7 @@ class PhaseFacts:
     transposed: bool = False  # loads and stores disagree on the contiguous axis
     looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
     pipeline_stages: int = 1  # a chunk loop's software-pipelining depth (stages - 1 ahead)
+    sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
 
 
 class Phases(list):
@@ -227,6 +230,13 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         return math.prod(size[a] for a in axes)
     streamed = [a for a in phase.accesses if not a.broadcast]
     loads = [a for a in streamed if not a.store]
+
+    def sectors(access: Any) -> float:
+        """Bytes of the 32-byte sectors an access touches: its contiguous runs (along its
+        unit-stride axes) rounded up to whole sectors."""
+        run = math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
+        whole = math.ceil(run / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else run
+        return elements(access.axes) * access.element_bytes * whole / run
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
         elements=block if phase.looped else elements(phase.axes),
@@ -235,7 +245,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
-        looped=phase.looped, pipeline_stages=stages if phase.looped else 1)
+        looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
+        sector_bytes=float(sum(sectors(a) for a in streamed)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -275,6 +286,8 @@ TERMS: tuple[Term, ...] = (
          "max_regs_per_thread registers (fewer in proportion to a smaller register budget)"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
     Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
+    Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
+         "in flight)"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
@@ -347,17 +360,21 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     threads = facts.num_warps * spec.warp_size
     steps = phase.iterations
     latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
+    if phase.looped and phase.pipeline_stages > 1 and steps > 1:
+        # Asynchronous copies keep stages - 1 chunks in flight ahead of the one being
+        # summed: after the first round trip each chunk waits a share of one, whatever the
+        # warps, and streams its bytes through the SM besides.
+        ahead = phase.pipeline_stages - 1
+        trips = spec.pipeline_latency_s * (1 + (steps - 1) / ahead) if phase.load_depth else 0.0
+        return {"pipeline_latency_s": trips, "sm_bandwidth": steps * bandwidth}
     if phase.looped:
         loads = 0.0
         if phase.load_depth:
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
             # A gather's index load is in load_bytes already: its second, dependent round
             # trip is latency (above), not more words to issue.
-            # A pipelined loop keeps stages - 1 chunks' loads in flight ahead of the one
-            # being summed: their round trips overlap, until the SM's bandwidth binds.
-            ahead = max(1, phase.pipeline_stages - 1)
             loads = spec.element_issue_s * queued * steps * (phase.load_bytes - cached) / \
-                (4 * threads * ahead)
+                (4 * threads)
         return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
@@ -376,7 +393,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
     per iteration served from cache, which wait for no DRAM round trip)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
-    moved = sharing * (phase.load_bytes + phase.store_bytes)
+    moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     bandwidth = moved / spec.sm_bandwidth if spec.sm_bandwidth > 0 else 0.0
     steps = phase.iterations
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
@@ -488,14 +505,21 @@ def _exercised(spec: HardwareSpec, profiles: Sequence[LaunchFacts], log_times: n
 
 
 def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequence[float],
-        iterations: int = 200) -> Fit:
+        iterations: int = 200, groups: Sequence[str] | None = None) -> Fit:
     """Fit every coefficient the samples exercise: minimise the Huber-weighted squared
     log-ratio of predicted to measured time (relative error: short and long launches count
     alike, a few configs the model cannot explain do not drag the rest) by Levenberg-
     Marquardt over the logarithms of the coefficients (so they stay positive), starting
-    from the spec's values. Deterministic; numpy only."""
+    from the spec's values. Deterministic; numpy only. With `groups` (one name per sample,
+    e.g. its calibration program) each group weighs the same however many samples it has:
+    a kernel whose configs were sampled densely does not outvote the rest."""
     if len(profiles) < 4 or len(profiles) != len(measured_s):
         raise ValueError("fit needs at least 4 (profile, measured time) pairs, one time each")
+    if groups is not None and len(groups) != len(profiles):
+        raise ValueError(f"fit: {len(groups)} groups for {len(profiles)} samples")
+    counts = collections.Counter(groups or ())
+    sample_weights = np.array([len(profiles) / (len(counts) * counts[g]) for g in groups]) \
+        if groups is not None else np.ones(len(profiles))
     log_times = np.log(np.asarray(measured_s, dtype=float))
     fields = _exercised(spec, profiles, log_times, [t.field for t in TERMS])
     start = spec.replace(**{f: getattr(spec, f) if getattr(spec, f) > 0 else
@@ -503,7 +527,8 @@ def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequenc
                             for f in fields})
     if fields:
         logs = np.log([getattr(start, f) for f in fields])
-        logs = _levenberg_marquardt(start, fields, logs, profiles, log_times, iterations)
+        logs = _levenberg_marquardt(start, fields, logs, profiles, log_times, iterations,
+                                    sample_weights)
         spec = _with(start, fields, logs)
         spec = _negligible_to_zero(spec, fields, profiles)
     errors = np.abs(np.array([predict_seconds(p, spec) for p in profiles]) /
@@ -531,18 +556,19 @@ def _huber_weights(residuals: np.ndarray) -> np.ndarray:
     return np.where(size <= HUBER, 1.0, HUBER / np.maximum(size, 1e-300))
 
 
-def _huber_cost(residuals: np.ndarray) -> float:
+def _huber_cost(residuals: np.ndarray, sample_weights: np.ndarray) -> float:
     size = np.abs(residuals)
-    return float(np.sum(np.where(size <= HUBER, size ** 2, 2 * HUBER * size - HUBER ** 2)))
+    return float(np.sum(sample_weights *
+                        np.where(size <= HUBER, size ** 2, 2 * HUBER * size - HUBER ** 2)))
 
 
 def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray,
                          profiles: Sequence[LaunchFacts], log_times: np.ndarray,
-                         iterations: int) -> np.ndarray:
+                         iterations: int, sample_weights: np.ndarray) -> np.ndarray:
     def residuals(point: np.ndarray) -> np.ndarray:
         return _log_residuals(_with(spec, fields, point), profiles, log_times)
     current = residuals(logs)
-    cost = _huber_cost(current)
+    cost = _huber_cost(current, sample_weights)
     damping = 1e-2
     for _ in range(iterations):
         jacobian = np.empty((len(current), len(logs)))
@@ -550,7 +576,7 @@ def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.nda
             shifted = logs.copy()
             shifted[j] += 1e-4
             jacobian[:, j] = (residuals(shifted) - current) / 1e-4
-        weights = _huber_weights(current)
+        weights = _huber_weights(current) * sample_weights
         gradient = jacobian.T @ (weights * current)
         hessian = jacobian.T @ (jacobian * weights[:, None])
         for _ in range(30):
@@ -558,7 +584,7 @@ def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.nda
                                    -gradient)
             step = np.clip(step, -3.0, 3.0)  # at most a factor e^3 per step
             trial = residuals(logs + step)
-            trial_cost = _huber_cost(trial)
+            trial_cost = _huber_cost(trial, sample_weights)
             if trial_cost < cost:
                 logs, current, cost = logs + step, trial, trial_cost
                 damping = max(damping / 3, 1e-9)
