@@ -86,10 +86,21 @@ def held_out_samples(ceiling: Path | None, sweep: Path | None) -> list[dict]:
                     samples.append({"group": f"suite {row['model']}", "kernel": k["kernel"],
                                     "policy": row["policy"], "model": row["model"],
                                     "plan": {"meta": _launch_meta(k), "num_warps": k["num_warps"],
-                                             "programs": k["programs"], "num_stages": None},
+                                             "programs": k["programs"],
+                                             "num_stages": _sweep_stages(k)},
                                     "n_tiles": k.get("tiles"), "numels": None,
                                     "facts": k["facts"], "measured_s": k["measured_s"]})
     return samples
+
+
+def _sweep_stages(kernel_row: dict) -> int | None:
+    """A suite launch's chunk-loop depth: recorded by the sweep, or (files from before it
+    was) read back from the stored facts of its chunk loops."""
+    if "num_stages" in kernel_row:
+        return kernel_row["num_stages"]
+    looped = [p["pipeline_stages"] for p in kernel_row["facts"].get("phases", [])
+              if p.get("looped") and "pipeline_stages" in p]
+    return max(looped) if looped and max(looped) > 1 else None
 
 
 def calibration_samples(path: Path) -> list[dict]:
@@ -304,7 +315,8 @@ def main() -> int:
               f"facts: kernel not regenerated identically)")
     if calibration:
         fit = perf_model.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
-                             [r["measured_s"] for r in calibration])
+                             [r["measured_s"] for r in calibration],
+                             groups=[r["group"] for r in calibration])
         spec = fit.spec
         print(f"fitted on {len(calibration)} calibration launches: median error "
               f"{fit.median_error:.1%}, max {fit.max_error:.1%}")

@@ -186,7 +186,8 @@ def calibrate(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]]
     if not torch.cuda.is_available():
         raise RuntimeError("gxusim calibrate measures kernels on a CUDA GPU, and torch sees none")
     samples = measure(spec, programs, progress, mapper)
-    result = perf_model.fit(spec, [s.facts for s in samples], [s.measured_s for s in samples])
+    result = perf_model.fit(spec, [s.facts for s in samples], [s.measured_s for s in samples],
+                            groups=[s.program for s in samples])
     return result, [s.as_row(result.spec) for s in samples]
 
 

@@ -288,6 +288,7 @@ TERMS: tuple[Term, ...] = (
     Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
+    Term("l2_latency_s", "the same, for rows an earlier chunk loop left in L2"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
@@ -362,11 +363,20 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
         # Asynchronous copies keep stages - 1 chunks in flight ahead of the one being
-        # summed: after the first round trip each chunk waits a share of one, whatever the
-        # warps, and streams its bytes through the SM besides.
+        # summed. A chunk's round trip ends when its bytes have streamed through the SM,
+        # so stages - 1 of them overlap: each chunk after the first takes a share of
+        # (round trip + its bytes' transfer), or the transfer alone when the SM's bandwidth
+        # binds. Rows an earlier loop of the tile left in L2 come back in an L2 round trip.
         ahead = phase.pipeline_stages - 1
-        trips = spec.pipeline_latency_s * (1 + (steps - 1) / ahead) if phase.load_depth else 0.0
-        return {"pipeline_latency_s": trips, "sm_bandwidth": steps * bandwidth}
+        hits = cached / phase.load_bytes if phase.load_bytes else 0.0
+        trip = {"pipeline_latency_s": (1 - hits) * spec.pipeline_latency_s,
+                "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
+        overlapped = _smooth_max_by_field(
+            {**{f: t / ahead for f, t in trip.items()}, "sm_bandwidth": bandwidth / ahead},
+            {"sm_bandwidth": bandwidth})
+        terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
+        terms["sm_bandwidth"] = bandwidth + (steps - 1) * overlapped.get("sm_bandwidth", 0.0)
+        return terms
     if phase.looped:
         loads = 0.0
         if phase.load_depth:

@@ -40,6 +40,7 @@ class HardwareSpec:
     memory_latency_s: float = 6e-7  # one memory round trip of a tile (or a chunk loop's first)
     element_issue_s: float = 1.5e-8  # looped chunk: per 4 bytes a thread loads
     pipeline_latency_s: float = 5.0e-7  # a pipelined chunk loop's round trip (async copy)
+    l2_latency_s: float = 2.5e-7  # ... of rows an earlier chunk loop left in L2
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
@@ -75,7 +76,7 @@ _POSITIVE_INTS = (
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
-                "pipeline_latency_s", "flop_issue_s",
+                "pipeline_latency_s", "l2_latency_s", "flop_issue_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s")
 

@@ -68,6 +68,7 @@ def _kernel_row(launch: Launch) -> dict:
     return {
         "kernel": launch.kernel, "fusion": launch.fusion_line(), "aten": list(launch.fusion),
         "programs": launch.grid[0], "num_warps": launch.num_warps,
+        "num_stages": launch.meta.get("NUM_STAGES"),  # a pipelined chunk loop's depth
         "tiles": launch.meta.get("tiles"), "tiles_per_program": launch.meta.get("tiles_per_program"),
         "meta": {k: v for k, v in launch.meta.items() if k.endswith("BLOCK")},
         "predicted_s": launch.predicted_s, "measured_s": launch.measured_s,
