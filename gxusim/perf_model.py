@@ -292,6 +292,10 @@ TERMS: tuple[Term, ...] = (
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
+    Term("sm_flop_s", "per element on one SM: one arithmetic step (a word moved: "
+         "WORD_STEPS), at the SM's issue rate"),
+    Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
+         "SM's issue rate"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
     Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
@@ -376,6 +380,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             {"sm_bandwidth": bandwidth})
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
         terms["sm_bandwidth"] = bandwidth + (steps - 1) * overlapped.get("sm_bandwidth", 0.0)
+        # A gather's dependent load waits for the index it reads: not pipelined.
+        terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
     if phase.looped:
         loads = 0.0
@@ -409,9 +415,17 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
         else 0.0  # 4-byte words an element moves (broadcast vectors excluded)
     issue_steps = phase.arithmetic_steps + WORD_STEPS * words
-    compute = {"flop_issue_s": steps * per_thread * issue_steps * spec.flop_issue_s,
-               "transcendental_issue_s": steps * per_thread * phase.transcendental_steps *
-               spec.transcendental_issue_s}
+    # A thread's chain of dependent steps, or the SM's issue rate over every element of the
+    # programs resident on it (binds when several programs share an SM, or many warps
+    # leave no latency to hide), whichever is slower.
+    chain = {"flop_issue_s": steps * per_thread * issue_steps * spec.flop_issue_s,
+             "transcendental_issue_s": steps * per_thread * phase.transcendental_steps *
+             spec.transcendental_issue_s}
+    issued = sharing * steps * phase.elements
+    throughput = {"sm_flop_s": issued * issue_steps * spec.sm_flop_s,
+                  "sm_transcendental_s": issued * phase.transcendental_steps *
+                  spec.sm_transcendental_s}
+    compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, bandwidth, cached)
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
     if phase.looped:  # the chunk loop's arithmetic hides under its loads, or they under it
@@ -421,7 +435,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     for field, seconds in parts.items():
         terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory
-        terms["layout_convert_s"] += steps * phase.elements * spec.layout_convert_s
+        terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s
         terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
     terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s

@@ -43,6 +43,8 @@ class HardwareSpec:
     l2_latency_s: float = 2.5e-7  # ... of rows an earlier chunk loop left in L2
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
+    sm_flop_s: float = 4.0e-12  # per element on one SM: one arithmetic step, all warps issuing
+    sm_transcendental_s: float = 1.5e-11  # ... one expf-equivalent call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
     loads_in_flight: float = 5.4  # 16-byte loads a thread keeps in flight per round trip
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
@@ -76,7 +78,8 @@ _POSITIVE_INTS = (
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
-                "pipeline_latency_s", "l2_latency_s", "flop_issue_s",
+                "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
+                "sm_transcendental_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s")
 
