@@ -131,6 +131,8 @@ class PhaseFacts:
     looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
     pipeline_stages: int = 1  # a chunk loop's software-pipelining depth (stages - 1 ahead)
     sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
+    load_accesses: float = 0.0  # load instructions of all threads (16-byte vectors where the
+    # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
 
 
 class Phases(list):
@@ -231,6 +233,13 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
     streamed = [a for a in phase.accesses if not a.broadcast]
     loads = [a for a in streamed if not a.store]
 
+    def accesses(access: Any) -> float:
+        """Load instructions of the whole block: a thread loads a contiguous run (along the
+        unit-stride axes) in vectors of at most VECTOR_BYTES."""
+        run = math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
+        width = min(VECTOR_BYTES, run) if access.unit_axes else access.element_bytes
+        return elements(access.axes) * access.element_bytes / width
+
     def sectors(access: Any) -> float:
         """Bytes of the 32-byte sectors an access touches: its contiguous runs (along its
         unit-stride axes) rounded up to whole sectors."""
@@ -246,7 +255,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
         looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
-        sector_bytes=float(sum(sectors(a) for a in streamed)))
+        sector_bytes=float(sum(sectors(a) for a in streamed)),
+        load_accesses=float(sum(accesses(a) for a in loads)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -285,7 +295,8 @@ TERMS: tuple[Term, ...] = (
     Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip, with "
          "max_regs_per_thread registers (fewer in proportion to a smaller register budget)"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
-    Term("element_issue_s", "a looped chunk: per 4 bytes a thread loads"),
+    Term("element_issue_s", "a looped chunk: per load instruction of a thread (a 16-byte "
+         "vector where its contiguous run allows)"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
     Term("l2_latency_s", "the same, for rows an earlier chunk loop left in L2"),
@@ -389,8 +400,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
             # A gather's index load is in load_bytes already: its second, dependent round
             # trip is latency (above), not more words to issue.
-            loads = spec.element_issue_s * queued * steps * (phase.load_bytes - cached) / \
-                (4 * threads)
+            per_thread = phase.load_accesses / threads if phase.load_accesses else \
+                phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
+            uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
+            loads = spec.element_issue_s * queued * steps * per_thread * uncached
         return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
