@@ -311,6 +311,8 @@ TERMS: tuple[Term, ...] = (
     Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
     Term("scan_chunk_s", "one serial scan chunk"),
+    Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
+         "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
 )
 
@@ -370,9 +372,15 @@ def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
     return spec.loads_in_flight * register_budget(facts, spec) / spec.max_regs_per_thread
 
 
+def _seconds_at(rate: float, size: float) -> float:
+    return size / rate if rate > 0 else 0.0
+
+
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                  bandwidth: float, cached: float) -> dict[str, float]:
-    """Seconds of a phase's memory traffic per tile, by field (see the module docstring)."""
+                  moved: float, cached: float) -> dict[str, float]:
+    """Seconds of a phase's memory traffic per tile, by field (see the module docstring);
+    `moved`: the bytes one iteration moves through the SM (its resident programs' share)."""
+    bandwidth = _seconds_at(spec.sm_bandwidth, moved)
     threads = facts.num_warps * spec.warp_size
     steps = phase.iterations
     latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
@@ -386,11 +394,14 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         hits = cached / phase.load_bytes if phase.load_bytes else 0.0
         trip = {"pipeline_latency_s": (1 - hits) * spec.pipeline_latency_s,
                 "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
+        # The copies land in shared memory and are read back from it: their own rate.
+        copy = _seconds_at(spec.async_copy_bandwidth, moved)
         overlapped = _smooth_max_by_field(
-            {**{f: t / ahead for f, t in trip.items()}, "sm_bandwidth": bandwidth / ahead},
-            {"sm_bandwidth": bandwidth})
+            {**{f: t / ahead for f, t in trip.items()}, "async_copy_bandwidth": copy / ahead},
+            {"async_copy_bandwidth": copy})
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
-        terms["sm_bandwidth"] = bandwidth + (steps - 1) * overlapped.get("sm_bandwidth", 0.0)
+        terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
+            "async_copy_bandwidth", 0.0)
         # A gather's dependent load waits for the index it reads: not pipelined.
         terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
@@ -423,7 +434,6 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     per iteration served from cache, which wait for no DRAM round trip)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
-    bandwidth = moved / spec.sm_bandwidth if spec.sm_bandwidth > 0 else 0.0
     steps = phase.iterations
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
         else 0.0  # 4-byte words an element moves (broadcast vectors excluded)
@@ -439,7 +449,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   "sm_transcendental_s": issued * phase.transcendental_steps *
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
-    memory = _memory_terms(phase, facts, spec, bandwidth, cached)
+    memory = _memory_terms(phase, facts, spec, moved, cached)
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
     if phase.looped:  # the chunk loop's arithmetic hides under its loads, or they under it
         parts = _smooth_max_by_field(memory, compute)
@@ -451,7 +461,9 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s
         terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
-    terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s
+    # A block scan's carries cross the warps one halving at a time, as a reduction's do.
+    terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s * \
+        (1 + math.log2(facts.num_warps))
     return terms
 
 
@@ -523,18 +535,25 @@ def _log_residuals(spec: HardwareSpec, profiles: Sequence[LaunchFacts],
     return np.log([predict_seconds(p, spec) for p in profiles]) - log_times
 
 
+def _nonzero_value(spec: HardwareSpec, field: str) -> float:
+    """The field's value, or where it is 0 (a term switched off) the HardwareSpec default:
+    a magnitude the term plausibly has, to probe and to start a fit from."""
+    value = getattr(spec, field)
+    if value > 0:
+        return value
+    default = next(f.default for f in dataclasses.fields(HardwareSpec) if f.name == field)
+    return default if isinstance(default, (int, float)) and default > 0 else 1e-9
+
+
 def _exercised(spec: HardwareSpec, profiles: Sequence[LaunchFacts], log_times: np.ndarray,
                fields: Sequence[str]) -> list[str]:
     """The fields whose value moves some sample's prediction (a term no sample exercises,
-    e.g. scans when no scan was measured, keeps the spec's value)."""
-    base = _log_residuals(spec, profiles, log_times)
+    e.g. scans when no scan was measured, keeps the spec's value). Each is probed from the
+    spec as given, one at a time."""
     out = []
     for field in fields:
-        value = getattr(spec, field)
-        if value <= 0:
-            value = 1e-9 if not field.endswith(("bandwidth", "in_flight")) else 1.0
-            spec = spec.replace(**{field: value})
-            base = _log_residuals(spec, profiles, log_times)
+        value = _nonzero_value(spec, field)
+        base = _log_residuals(spec.replace(**{field: value}), profiles, log_times)
         moved = _log_residuals(spec.replace(**{field: value * 1.5}), profiles, log_times)
         if np.max(np.abs(moved - base)) > 1e-4:
             out.append(field)
@@ -559,9 +578,7 @@ def fit(spec: HardwareSpec, profiles: Sequence[LaunchFacts], measured_s: Sequenc
         if groups is not None else np.ones(len(profiles))
     log_times = np.log(np.asarray(measured_s, dtype=float))
     fields = _exercised(spec, profiles, log_times, [t.field for t in TERMS])
-    start = spec.replace(**{f: getattr(spec, f) if getattr(spec, f) > 0 else
-                            (1.0 if f.endswith(("bandwidth", "in_flight")) else 1e-9)
-                            for f in fields})
+    start = spec.replace(**{f: _nonzero_value(spec, f) for f in fields})
     if fields:
         logs = np.log([getattr(start, f) for f in fields])
         logs = _levenberg_marquardt(start, fields, logs, profiles, log_times, iterations,

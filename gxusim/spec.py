@@ -49,6 +49,7 @@ class HardwareSpec:
     loads_in_flight: float = 5.4  # 16-byte loads a thread keeps in flight per round trip
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
+    async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
     layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
@@ -81,6 +82,7 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
                 "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
+                "async_copy_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s")
 
 
