@@ -43,45 +43,65 @@ the body of each `tl.range` loop over a reduction's chunks):
     SM sub-partition leaves no other warp to hide latency, so the chain's latency, not the
     instruction count, sets the pace: tanh_gelu (chain of 7 ops and a tanh) costs 80 ns per
     element per thread on the H200, exp_sin (exp and sin side by side) ~50 ns although it
-    has more instructions.
+    has more instructions. Or, when slower, the SM's issue rate over the elements of every
+    program resident on it (sm_flop_s, sm_transcendental_s per element and step): on the
+    16-SM partition two programs share each SM and tanh_gelu's transcendental chain is
+    issue-bound; with one program per SM (the whole H200) the fit finds it never binds.
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
-    layout_convert_s each (a per-SM throughput, so per tile element, not per thread: fits
-    the calibration's permute at 1 to 16 warps, 8.5% against 9.9% per thread element), and
-    its barriers (the block writes shared memory, waits, reads it back) once a tile,
-    layout_sync_s (~120 ns on the H200): small transpose tiles were predicted ~20% fast and
-    large ones slow when the whole conversion was charged per element (the suite's 32x32
-    against 128x128 transpose tiles: gxu/seed ratio 21% off, now 1%).
-* **looped phase** (a looped reduction's chunk loop, `iterations` = chunks):
-  `smoothmax(latency, element_issue_s x W/(W+1) x 4-byte words loaded per thread (all
+    layout_convert_s each (a per-SM throughput, so per tile element, not per thread, and
+    shared by the programs on the SM: fits the calibration's permute at 1 to 16 warps, 8.5%
+    against 9.9% per thread element), and its barriers (the block writes shared memory,
+    waits, reads it back) once a tile, layout_sync_s (~120 ns on the H200): small transpose
+    tiles were predicted ~20% fast and large ones slow when the whole conversion was
+    charged per element (the suite's 32x32 against 128x128 transpose tiles: gxu/seed ratio
+    21% off, now 2%).
+  Bandwidth terms count whole 32-byte sectors (`sector_bytes`: a column reduction's chunk
+  of 1 to 4 columns moves 8 to 32 times the bytes it uses), which took the held-out column
+  sum's rank correlation over its 478 configs from 0.70 to 0.92.
+* **looped phase** (a looped reduction's chunk loop, `iterations` = chunks), unpipelined:
+  `smoothmax(latency, element_issue_s x W/(W+1) x load instructions per thread (all
   chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads feed the
-  accumulator and are not overlapped with the next chunk's: on the H200 each 16-byte load
-  per thread costs 100-250 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
-  loads queue behind no other warp's), in row sums, amax, softmax and layernorm passes
-  alike, while the chunk's arithmetic (even layernorm's Welford update) hides under it.
-  A gather's index load is one of those words, and its dependent second round trip is
+  accumulator and are not overlapped with the next chunk's: on the H200 each load
+  instruction costs ~230 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
+  loads queue behind no other warp's), while the chunk's arithmetic (even layernorm's
+  Welford update) hides under it. A load instruction is a 16-byte vector where the thread's
+  contiguous run allows and narrower where it does not (`load_accesses`: a column
+  reduction's thread loads its column's elements one by one).
+  A gather's index load is one of those loads, and its dependent second round trip is
   latency, not more issue (the suite's embedding_mean, two tiles of one 128x128 chunk of
   8-byte indices and 4-byte values on 16 warps: 8.3 us measured beyond the launch overhead,
   18 predicted when every word was charged once per round trip of the chain, 9 now).
-  A pipelined loop (`num_stages` S on the loop, `inductor_codegen`) keeps S - 1 chunks'
-  loads in flight ahead of the one being summed, dividing that issue term by S - 1 until
-  the SM's bandwidth binds (without the loop's `num_stages` Triton pipelines nothing here:
-  the launch's num_stages 1 and 3 timed the same). A later chunk
-  loop that re-reads the rows an earlier one of the same tile loaded (softmax's second and
-  third passes, layernorm's normalising pass) finds them in L2 when the tile's rows fit in
-  the program's share of it (`cached_load_bytes`): those words cost no element_issue_s
-  (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233 us measured, 623
-  predicted when every pass waited on DRAM).
+  A later chunk loop that re-reads the rows an earlier one of the same tile loaded
+  (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
+  the tile's rows fit in the program's share of it (`cached_load_bytes`): those loads cost
+  no element_issue_s (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233
+  us measured, 623 predicted when every pass waited on DRAM).
+* **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`; without it
+  Triton pipelines nothing here: the launch's num_stages 1 and 3 timed the same):
+  asynchronous copies keep S - 1 chunks in flight ahead of the one being summed, so after
+  the first chunk (one round trip, pipeline_latency_s, plus its transfer at
+  async_copy_bandwidth) each chunk takes `max(transfer, (round trip + transfer) / (S - 1))`.
+  Measured on the H200 (row sum 32768x4096, 32 programs), per chunk at every warp count
+  alike: 4 KB chunks 530, 290, 210 ns at S = 2, 3, 4 (~540 / (S - 1) plus the transfer),
+  64 KB chunks 1300 ns at S = 2 and ~680 at S = 4 (the transfer alone). Copies land in
+  shared memory and are read back from it: they stream at about half the rate a tile's
+  register loads do (the fit: 60-67 against 144 GB/s per SM; one shared rate left either
+  pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier loop left in L2 come
+  back in an L2 round trip (l2_latency_s); a gather's dependent load waits for its index
+  chunk by chunk, unpipelined (memory_latency_s each).
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
-  through shared memory); scan_chunk_s per chunk of a block scan (each waits for the
-  previous chunk's carry).
+  through shared memory); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
+  waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
+  seed's cumsum at 16 warps, 900 ns a chunk, had been predicted at half that).
 
 The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max where one
 term dominates, a little above where they compete, differentiable for the fit; `breakdown`
 shares it among the competing terms in proportion to each one's pull on it.
 
 Every coefficient is a spec field (`TERMS`), so the same model predicts a GPU (calibrated:
-`fit` on measured launches, `gxusim calibrate`) and the GXU (the vendor's numbers). The
+`fit` on measured launches, `gxusim calibrate`, each calibration program weighing alike
+however densely its configs were sampled) and the GXU (the vendor's numbers). The
 plan and the emulator read the same phases from the kernel's source (the emulator adds its
 measured sector traffic, which bounds the DRAM term, and its occupancy with registers and
 shared memory). Facts stored before phases existed, and hand-written kernels whose source
@@ -89,10 +109,13 @@ has no tile loop to read, have no `phases`; they are timed as one tile-level pha
 from their per-element counts (`_legacy_phase`).
 
 What it does not model (measured on the H200 against the ceiling search, see
-benchmarks/validate_model.py): DRAM address effects (row strides of a power of two: the
-same row-sum config 100 vs 240 ns per vector load by row length), per-config code
-generation (the same kernel at 2 warps x 16 elements 1.8x slower than at 4 x 8 in one
-kernel and not another), register spills of very large chunks.
+benchmarks/validate_model.py): per-config code generation of unpipelined chunk loops (at
+the same bytes per thread a row sum's chunk takes 110 to 860 ns by its rows x columns
+shape, and faster on 8 warps than on 2 in one kernel and not another: these configs are
+the model's worst, predicted up to 2.6x slow), a tile's fixed cost around a pipelined loop
+with few chunks (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the
+same config), register spills of very large chunks (layernorm's Welford loop 4 deep on 4
+warps, 2x slower than 1 deep).
 """
 from __future__ import annotations
 
