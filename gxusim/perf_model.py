@@ -419,10 +419,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                 "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
-        shared = {**{f: t / ahead for f, t in trip.items()}, "async_copy_bandwidth": copy / ahead}
-        # (one chunk ahead: exactly a round trip plus the transfer, not a smooth max of two
-        # near-equal bounds)
-        overlapped = shared if sum(shared.values()) >= copy else {"async_copy_bandwidth": copy}
+        overlapped = _smooth_max_by_field(
+            {**{f: t / ahead for f, t in trip.items()}, "async_copy_bandwidth": copy / ahead},
+            {"async_copy_bandwidth": copy})
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
         terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
             "async_copy_bandwidth", 0.0)

@@ -309,9 +309,10 @@ def test_a_pipelined_chunk_loop_overlaps_its_chunks_until_the_copy_bandwidth_bin
     # one chunk ahead: each chunk waits a whole round trip besides its transfer
     transfer = 8 * 128 * 4 * 4096 / spec.async_copy_bandwidth
     assert times[0] > transfer + 8 * 128 * spec.pipeline_latency_s
-    # with the copy bandwidth binding, more chunks in flight cannot help
+    # with the copy bandwidth binding, more chunks in flight cannot beat it
     slow = spec.async_copy_bandwidth / 100
-    assert seconds(4, slow) == pytest.approx(seconds(2, slow), rel=0.05)
+    copy_bound = 8 * 128 * 4 * 4096 / slow
+    assert copy_bound < seconds(4, slow) < 1.05 * copy_bound
 
 
 def test_dram_bandwidth_bounds_an_uncapped_grid():
