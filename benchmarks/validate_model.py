@@ -23,8 +23,8 @@ Spearman rank correlation between predicted and measured times over each kernel'
 measured, and the fidelity targets (median <= 10%, worst <= 40%, Spearman >= 0.9 per kernel,
 gxu/seed ratios within 15% and in the right direction). `--json` keeps the tables.
 
-    python benchmarks/validate_model.py --spec gxu-on-h200 --stored-facts \\
-        --calibration benchmarks/results/calibration_14programs_h200.json \\
+    python benchmarks/validate_model.py --spec gxu-on-h200 \\
+        --calibration benchmarks/results/calibration_pipelined_h200.json \\
         --ceiling benchmarks/results/ceiling_h200.json --sweep benchmarks/results/sweep_gpu_h200.json
 """
 from __future__ import annotations
