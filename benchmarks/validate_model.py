@@ -4,7 +4,7 @@ Every measured launch saved by the GPU runs carries its plan and the facts the m
 predicts from (`perf_model.LaunchFacts`), so the model can be refitted and judged here:
 
 * `--calibration`: samples from `gxusim calibrate --samples` (the calibration programs);
-  the model is fitted on them (`perf_model.fit`; without it, the `--spec` as it stands is
+  the model is fitted on them (`gxusim.calibrate.fit`; without it, the `--spec` as it stands is
   judged);
 * held out, never used for fitting: `--ceiling` (every config `bench_ceiling.py` timed, per
   kernel) and `--sweep` (the model suite at GPU scale under each policy,
@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 import gxusim
-from gxusim import perf_model
+from gxusim import calibrate, perf_model
 from gxusim.report import format_table
 
 
@@ -158,7 +158,7 @@ def kernel_shapes(groups: set) -> dict:
     ceiling cases and the suite models named in `groups`, regenerated on this machine."""
     sys.path.insert(0, str(Path(__file__).parent))
     import bench_ceiling
-    from gxusim import calibrate, models
+    from gxusim import models
     from gxusim.predict import predict_case
     shapes: dict = collections.defaultdict(list)
 
@@ -314,7 +314,7 @@ def main() -> int:
               f"({kept} of {len(calibration) + len(samples)} launches kept their stored "
               f"facts: kernel not regenerated identically)")
     if calibration:
-        fit = perf_model.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
+        fit = calibrate.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
                              [r["measured_s"] for r in calibration],
                              groups=[r["group"] for r in calibration])
         spec = fit.spec

@@ -8,8 +8,9 @@ import pytest
 
 import gxusim
 from gxusim import perf_model
+from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
-from gxusim.perf_model import (LaunchFacts, PhaseFacts, blocks_per_sm, breakdown, fit,
+from gxusim.perf_model import (LaunchFacts, PhaseFacts, blocks_per_sm, breakdown,
                                launch_phases, predict_seconds)
 
 N = 100_000_000
