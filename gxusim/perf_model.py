@@ -44,9 +44,9 @@ the body of each `tl.range` loop over a reduction's chunks):
     instruction count, sets the pace: tanh_gelu (chain of 7 ops and a tanh) costs 80 ns per
     element per thread on the H200, exp_sin (exp and sin side by side) ~50 ns although it
     has more instructions. Or, when slower, the SM's issue rate over the elements of every
-    program resident on it (sm_flop_s, sm_transcendental_s per element and step): on the
-    16-SM partition two programs share each SM and tanh_gelu's transcendental chain is
-    issue-bound; with one program per SM (the whole H200) the fit finds it never binds.
+    program resident on it (sm_flop_s, sm_transcendental_s per element and step): where
+    two programs share an SM (the 16-SM partition, a GXU) tanh_gelu's transcendental chain
+    is issue-bound; with one program per SM (the whole H200) only such chains come near it.
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
     layout_convert_s each (a per-SM throughput, so per tile element, not per thread, and
@@ -65,7 +65,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   accumulator and are not overlapped with the next chunk's: on the H200 each load
   instruction costs ~230 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
   loads queue behind no other warp's), while the chunk's arithmetic (even layernorm's
-  Welford update) hides under it. A load instruction is a 16-byte vector where the thread's
+  Welford update) hides under it. A chunk's elements are independent, so a thread runs
+  1 + chain_overlap of their chains side by side (~2.8 on the H200; softmax 2048x32768's
+  three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A load instruction is a 16-byte vector where the thread's
   contiguous run allows and narrower where it does not (`load_accesses`: a column
   reduction's thread loads its column's elements one by one).
   A gather's index load is one of those loads, and its dependent second round trip is
@@ -323,6 +325,7 @@ TERMS: tuple[Term, ...] = (
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
+    Term("chain_overlap", "a chunk loop's element chains a thread runs alongside each one"),
     Term("sm_flop_s", "per element on one SM: one arithmetic step (a word moved: "
          "WORD_STEPS), at the SM's issue rate"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
@@ -461,8 +464,10 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # A thread's chain of dependent steps, or the SM's issue rate over every element of the
     # programs resident on it (binds when several programs share an SM, or many warps
     # leave no latency to hide), whichever is slower.
-    chain = {"flop_issue_s": steps * per_thread * issue_steps * spec.flop_issue_s,
-             "transcendental_issue_s": steps * per_thread * phase.transcendental_steps *
+    serial = per_thread / max(1.0, min(per_thread, 1 + spec.chain_overlap)) \
+        if phase.looped else per_thread
+    chain = {"flop_issue_s": steps * serial * issue_steps * spec.flop_issue_s,
+             "transcendental_issue_s": steps * serial * phase.transcendental_steps *
              spec.transcendental_issue_s}
     issued = sharing * steps * phase.elements
     throughput = {"sm_flop_s": issued * issue_steps * spec.sm_flop_s,

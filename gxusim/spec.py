@@ -43,6 +43,7 @@ class HardwareSpec:
     l2_latency_s: float = 2.5e-7  # ... of rows an earlier chunk loop left in L2
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
+    chain_overlap: float = 1.0  # a chunk loop's element chains a thread runs alongside each one
     sm_flop_s: float = 4.0e-12  # per element on one SM: one arithmetic step, all warps issuing
     sm_transcendental_s: float = 1.5e-11  # ... one expf-equivalent call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
@@ -81,7 +82,7 @@ _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
                 "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
-                "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
+                "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "async_copy_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s")
 

@@ -393,13 +393,14 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
                           layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6,
                           pipeline_latency_s=7e-7, async_copy_bandwidth=8e10,
-                          sm_transcendental_s=2e-10)
+                          sm_transcendental_s=2e-10, chain_overlap=1.5)
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
     for field in ("launch_overhead_s", "memory_latency_s", "loads_in_flight", "sm_bandwidth",
                   "element_issue_s", "flop_issue_s", "transcendental_issue_s",
                   "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s",
-                  "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s"):
+                  "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s",
+                  "chain_overlap"):
         assert field in result.fitted
         # the SM's issue rate binds only where two programs share an SM, and there competes
         # with the thread's chain in a smooth max: pinned less tightly
