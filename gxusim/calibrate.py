@@ -189,7 +189,7 @@ def calibrate(spec: HardwareSpec, progress: Optional[Callable[[int, int], None]]
         raise RuntimeError("gxusim calibrate measures kernels on a CUDA GPU, and torch sees none")
     samples = measure(spec, programs, progress, mapper)
     result = fit(spec, [s.facts for s in samples], [s.measured_s for s in samples],
-                            groups=[s.program for s in samples])
+                 groups=[s.program for s in samples])
     return result, [s.as_row(result.spec) for s in samples]
 
 
@@ -225,8 +225,8 @@ def _nonzero_value(spec: HardwareSpec, field: str) -> float:
     return default if isinstance(default, (int, float)) and default > 0 else 1e-9
 
 
-def _exercised(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts], log_times: np.ndarray,
-               fields: Sequence[str]) -> list[str]:
+def _exercised(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts],
+               log_times: np.ndarray, fields: Sequence[str]) -> list[str]:
     """The fields whose value moves some sample's prediction (a term no sample exercises,
     e.g. scans when no scan was measured, keeps the spec's value). Each is probed from the
     spec as given, one at a time."""

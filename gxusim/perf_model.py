@@ -67,9 +67,10 @@ the body of each `tl.range` loop over a reduction's chunks):
   loads queue behind no other warp's), while the chunk's arithmetic (even layernorm's
   Welford update) hides under it. A chunk's elements are independent, so a thread runs
   1 + chain_overlap of their chains side by side (~2.8 on the H200; softmax 2048x32768's
-  three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A load instruction is a 16-byte vector where the thread's
-  contiguous run allows and narrower where it does not (`load_accesses`: a column
-  reduction's thread loads its column's elements one by one).
+  three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A
+  load instruction is a 16-byte vector where the thread's contiguous run allows and
+  narrower where it does not (`load_accesses`: a column reduction's thread loads its
+  column's elements one by one).
   A gather's index load is one of those loads, and its dependent second round trip is
   latency, not more issue (the suite's embedding_mean, two tiles of one 128x128 chunk of
   8-byte indices and 4-byte values on 16 warps: 8.3 us measured beyond the launch overhead,
@@ -104,11 +105,11 @@ shares it among the competing terms in proportion to each one's pull on it.
 Every coefficient is a spec field (`TERMS`), so the same model predicts a GPU (calibrated:
 `gxusim.calibrate.fit` on measured launches, `gxusim calibrate`, each calibration program
 weighing alike however densely its configs were sampled) and the GXU (the vendor's
-numbers). The plan and the emulator read the same phases from the kernel's source (the emulator adds its
-measured sector traffic, which bounds the DRAM term, and its occupancy with registers and
-shared memory). Facts stored before phases existed, and hand-written kernels whose source
-has no tile loop to read, have no `phases`; they are timed as one tile-level phase built
-from their per-element counts (`_legacy_phase`).
+numbers). The plan and the emulator read the same phases from the kernel's source (the
+emulator adds its measured sector traffic, which bounds the DRAM term, and its occupancy
+with registers and shared memory). Facts stored before phases existed, and hand-written
+kernels whose source has no tile loop to read, have no `phases`; they are timed as one
+tile-level phase built from their per-element counts (`_legacy_phase`).
 
 What it does not model (measured on the H200 against the ceiling search, see
 benchmarks/validate_model.py): per-config code generation of unpipelined chunk loops (at
@@ -255,19 +256,21 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
     streamed = [a for a in phase.accesses if not a.broadcast]
     loads = [a for a in streamed if not a.store]
 
+    def run(access: Any) -> int:
+        """Bytes of one contiguous run of the access (along its unit-stride axes; a single
+        element where none is known)."""
+        return math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
+
     def accesses(access: Any) -> float:
-        """Load instructions of the whole block: a thread loads a contiguous run (along the
-        unit-stride axes) in vectors of at most VECTOR_BYTES."""
-        run = math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
-        width = min(VECTOR_BYTES, run) if access.unit_axes else access.element_bytes
-        return elements(access.axes) * access.element_bytes / width
+        """Load instructions of the whole block: each run in vectors of at most VECTOR_BYTES."""
+        return elements(access.axes) * access.element_bytes / min(VECTOR_BYTES, run(access))
 
     def sectors(access: Any) -> float:
-        """Bytes of the 32-byte sectors an access touches: its contiguous runs (along its
-        unit-stride axes) rounded up to whole sectors."""
-        run = math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
-        whole = math.ceil(run / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else run
-        return elements(access.axes) * access.element_bytes * whole / run
+        """Bytes of the 32-byte sectors an access touches: each run rounded up to whole
+        sectors (an access without a known unit-stride axis: as many bytes as it moves)."""
+        length = run(access)
+        whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
+        return elements(access.axes) * access.element_bytes * whole / length
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
         elements=block if phase.looped else elements(phase.axes),
