@@ -4,6 +4,7 @@ import dataclasses
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 import gxusim
@@ -73,6 +74,21 @@ for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
     r0_mask = r0_index < r0_numel
     r0_1 = r0_index
     tmp0 = tl.load(in_ptr0 + (r0_1 + 4096*x0), r0_mask, other=0.0)
+    tmp3 = _tmp2 + tmp0
+    _tmp2 = tl.where(r0_mask, tmp3, _tmp2)
+tmp2 = tl.sum(_tmp2, 1)[:, None]
+tl.store(out_ptr0 + (x0), tmp2, None)
+""", reduction=True)
+COL_SUM = _kernel("col_sum", {"in_ptr0": "fp32", "out_ptr0": "fp32"}, """
+xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+r0_base = tl.arange(0, R0_BLOCK)[None, :]
+x0 = xindex
+_tmp2 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+    r0_index = r0_offset + r0_base
+    r0_mask = r0_index < r0_numel
+    r0_1 = r0_index
+    tmp0 = tl.load(in_ptr0 + (x0 + 4096*r0_1), r0_mask, other=0.0)
     tmp3 = _tmp2 + tmp0
     _tmp2 = tl.where(r0_mask, tmp3, _tmp2)
 tmp2 = tl.sum(_tmp2, 1)[:, None]
@@ -422,6 +438,42 @@ def test_fit_keeps_what_the_samples_do_not_exercise_and_shrugs_off_an_outlier():
     assert result.spec.scan_chunk_s == start.scan_chunk_s
     assert result.spec.memory_latency_s == pytest.approx(5e-7, rel=0.02)
     assert result.median_error < 0.01
+
+
+def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
+    blocks = {"XBLOCK": 1, "R0_BLOCK": 1024}
+    row = next(p for p in launch_phases(ROW_SUM, blocks, 4) if p.looped)
+    column = next(p for p in launch_phases(COL_SUM, blocks, 4) if p.looped)
+    assert row.load_bytes == column.load_bytes == 4096
+    # a row's 1024 contiguous floats: 128 whole sectors, 256 16-byte vectors
+    assert (row.sector_bytes, row.load_accesses) == (4096, 256)
+    # one float per row of the column: a 32-byte sector and one load instruction each
+    assert (column.sector_bytes, column.load_accesses) == (8 * 4096, 1024)
+    spec = gxusim.load_spec("gxu-on-h200")
+    assert predict_seconds(_facts(spec, COL_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec) > \
+        2 * predict_seconds(_facts(spec, ROW_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec)
+
+
+def test_fit_weighs_each_group_alike_however_many_samples_it_has():
+    start = gxusim.load_spec("gxu-on-h200")
+    launches = [f for f in _varied_launches(start)
+                if not any(p.scans or p.transposed for p in f.phases)][::4]
+    fast = [predict_seconds(f, start) for f in launches]
+    # the same launches measured twice, once 1.5x slower: no spec fits both
+    slow = [1.5 * t for t in fast]
+
+    def pulled_to_slow(fast_copies, grouped):
+        """Where the fit lands between the two, 0 at the fast times and 1 at the slow."""
+        facts = launches * (fast_copies + 1)
+        times = fast * fast_copies + slow
+        groups = ["fast"] * len(fast) * fast_copies + ["slow"] * len(slow)
+        spec = fit(start, facts, times, groups=groups if grouped else None).spec
+        return float(np.median([math.log(predict_seconds(f, spec) / t) / math.log(1.5)
+                                for f, t in zip(launches, fast)]))
+    # four copies of the fast measurements: grouped, each group still weighs half ...
+    assert pulled_to_slow(4, True) == pytest.approx(pulled_to_slow(1, True), abs=0.02)
+    # ... ungrouped, the copies outvote the slow ones
+    assert pulled_to_slow(4, False) < pulled_to_slow(1, False) - 0.1
 
 
 def test_fit_refuses_too_few_samples():

@@ -67,6 +67,12 @@ def test_predict_only_plans_any_size_without_running_or_allocating():
     # at 2**30 elements every program loops over many tiles
     assert min(k["tiles_per_program"] for k in big["gxu"]["kernels"]) > 100
     assert big["gxu"]["predicted_s"] < big["seed"]["predicted_s"]
+    # a launch's chunk-loop depth is recorded (the model's facts depend on it): the gxu
+    # policy pipelines the big row sum's chunk loop, the seed runs it one chunk at a time
+    row_sum = {r["policy"]: r["kernels"] for r in rows
+               if r["model"] == "row_sum" and r["size"] == 1 << 30}
+    assert [k["num_stages"] for k in row_sum["gxu"]] == [4]
+    assert [k["num_stages"] for k in row_sum["seed"]] == [1]
 
 
 def test_predict_only_agrees_with_the_plan_of_a_real_run(rows):
