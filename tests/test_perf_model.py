@@ -64,7 +64,12 @@ tmp12 = tmp10 + 1.0
 tmp13 = tmp2 * tmp12
 tl.store(out_ptr0 + (x0), tmp13, None)
 """)
-ROW_SUM = _kernel("row_sum", {"in_ptr0": "fp32", "out_ptr0": "fp32"}, """
+
+
+def _sum_kernel(name: str, address: str) -> str:
+    """A looped sum over r0 of a 4096-wide fp32 matrix: along its rows (address
+    `r0_1 + 4096*x0`) or down its columns (`x0 + 4096*r0_1`)."""
+    return _kernel(name, {"in_ptr0": "fp32", "out_ptr0": "fp32"}, f"""
 xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
 r0_base = tl.arange(0, R0_BLOCK)[None, :]
 x0 = xindex
@@ -73,27 +78,16 @@ for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
     r0_index = r0_offset + r0_base
     r0_mask = r0_index < r0_numel
     r0_1 = r0_index
-    tmp0 = tl.load(in_ptr0 + (r0_1 + 4096*x0), r0_mask, other=0.0)
+    tmp0 = tl.load(in_ptr0 + ({address}), r0_mask, other=0.0)
     tmp3 = _tmp2 + tmp0
     _tmp2 = tl.where(r0_mask, tmp3, _tmp2)
 tmp2 = tl.sum(_tmp2, 1)[:, None]
 tl.store(out_ptr0 + (x0), tmp2, None)
 """, reduction=True)
-COL_SUM = _kernel("col_sum", {"in_ptr0": "fp32", "out_ptr0": "fp32"}, """
-xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-r0_base = tl.arange(0, R0_BLOCK)[None, :]
-x0 = xindex
-_tmp2 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
-for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
-    r0_index = r0_offset + r0_base
-    r0_mask = r0_index < r0_numel
-    r0_1 = r0_index
-    tmp0 = tl.load(in_ptr0 + (x0 + 4096*r0_1), r0_mask, other=0.0)
-    tmp3 = _tmp2 + tmp0
-    _tmp2 = tl.where(r0_mask, tmp3, _tmp2)
-tmp2 = tl.sum(_tmp2, 1)[:, None]
-tl.store(out_ptr0 + (x0), tmp2, None)
-""", reduction=True)
+
+
+ROW_SUM = _sum_kernel("row_sum", "r0_1 + 4096*x0")
+COL_SUM = _sum_kernel("col_sum", "x0 + 4096*r0_1")
 SOFTMAX_LOOPED = _kernel("softmax", {"in_ptr0": "fp32", "out_ptr2": "fp32"}, """
 xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
 r0_base = tl.arange(0, R0_BLOCK)[None, :]
