@@ -50,7 +50,8 @@ def _exp_sin(x: torch.Tensor) -> torch.Tensor:
 # ceiling search (those stay held out, benchmarks/validate_model.py): tanh and sigmoid pin
 # the libdevice weights that exp and sin alone cannot; the long-row sum of squares (rows
 # 256 KB apart) and the two-pass logsumexp the looped chunk loads, the column amax a chunk
-# loop striding across rows; the bf16 fma the 2-byte
+# loop striding across rows, the variance (Welford: three accumulators a chunk loop carries)
+# the registers they spill; the bf16 fma the 2-byte
 # loads; the row centering a persistent reduction with a per-element store; fma3 64K the
 # launch overhead (the suite's small kernels take 4-10 us, the 2026-11-29 set's smallest 16).
 PROGRAMS: tuple[Program, ...] = (
@@ -67,6 +68,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("logsumexp 2048x16384", lambda x: x.logsumexp(1), ((2048, 1 << 14),)),
     Program("center 65536x512", lambda x: x - x.mean(1, keepdim=True), ((1 << 16, 512),)),
     Program("column amax 4096x8192", lambda x: x.amax(0), ((4096, 8192),)),
+    Program("var 2048x16384", lambda x: x.var(1), ((2048, 1 << 14),)),
     Program("cumsum 512x8192", lambda x: (2 * x).cumsum(1), ((512, 8192),)),
     Program("permute 64x1024x1024", lambda x: x.permute(0, 2, 1).contiguous(),
             ((64, 1024, 1024),)),

@@ -58,8 +58,13 @@ TRANSCENDENTAL_WEIGHT = {
     "erfinv": 2.7, "pow": 3.1, "lgamma": 4.5, "digamma": 4.5, "sigmoid": 1.45, "cbrt": 1.65,
 }
 EXP_STEPS = 11.0  # an expf as dependent arithmetic steps: weighs calls against plain ops
-DIVIDE_STEPS = 3.0  # an fp32 division (reciprocal and Newton steps)
-WELFORD_STEPS = 10.0  # one element into a Welford accumulator (a division and FMAs)
+# An fp32 division (div.rn.f32): a MUFU reciprocal, the unit expf's MUFU.EX2 issues on (so
+# counted as a libdevice call, in expf's: the SM's transcendental rate bounds it, which a
+# Welford loop of many warps meets: the variance 2048x16384 at 16 warps was predicted 2x
+# fast with divisions as plain steps), then its Newton steps.
+DIVIDE_CALLS = 1.0
+DIVIDE_STEPS = 3.0
+WELFORD_STEPS = 10.0  # one element into a Welford accumulator: FMAs, besides its division
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +184,8 @@ class Phase:
     transcendental_steps: float = 0.0  # libdevice calls on that chain, in expf's
     reductions: int = 0  # block reductions (cross-warp exchanges), each once per row
     scans: int = 0  # block scans (serial across chunks)
+    carried: int = 0  # block-shaped values a chunk loop carries from chunk to chunk (its
+    # accumulators: a sum 1, Welford's mean, m2 and weight 3), each held in registers
 
     @property
     def axes(self) -> frozenset:
@@ -191,6 +198,14 @@ class Phase:
         the layout through shared memory (a transpose, a permute)."""
         return len({a.unit_axes for a in self.accesses if not a.broadcast and a.depth <= 1
                     and a.unit_axes and len(a.axes) > 1}) > 1
+
+
+def _assigned(statements: list) -> set:
+    """Names the statements assign (tuple targets included)."""
+    return {node.id for statement in statements if isinstance(statement, ast.Assign)
+            for target in statement.targets
+            for node in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if isinstance(node, ast.Name)}
 
 
 def _names(node: ast.AST) -> set:
@@ -271,7 +286,7 @@ class _PhaseReader:
             if name in TRANSCENDENTAL_CALLS:
                 return (steps[0], steps[1] + TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
             if name == "welford_reduce":
-                return (steps[0] + WELFORD_STEPS, steps[1]), axes
+                return (steps[0] + WELFORD_STEPS, steps[1] + DIVIDE_CALLS), axes
             if name in ARITHMETIC_CALLS:
                 return (steps[0] + 1, steps[1]), axes
             return steps, axes
@@ -285,7 +300,8 @@ class _PhaseReader:
             axes = frozenset().union(*[p[1] for p in parts])
             if self.per_element(axes):
                 divide = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                steps = (steps[0] + (DIVIDE_STEPS if divide else 1.0), steps[1])
+                steps = (steps[0] + DIVIDE_STEPS, steps[1] + DIVIDE_CALLS) if divide else \
+                    (steps[0] + 1.0, steps[1])
             return steps, axes
         if isinstance(node, (ast.Subscript, ast.Attribute)):
             return self.value(node.value, phase)
@@ -333,7 +349,11 @@ class _PhaseReader:
                 inner = {"looped": True, "accesses": [], "chain": (0.0, 0.0), "reductions": 0,
                          "scans": 0}
                 self.phases.append(inner)
+                before = set(self.chain)
                 self.walk(statement.body, inner)
+                inner["carried"] = sum(
+                    1 for name in _assigned(statement.body) & before
+                    if name.startswith(("tmp", "_tmp")) and self.per_element(self.axes[name]))
             elif isinstance(statement, ast.Assign):
                 self.assign(statement, phase)
             elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
@@ -379,8 +399,9 @@ def kernel_phases(source: str) -> tuple:
     parameters = {a.arg for a in function.args.args}
     reader = _PhaseReader(pointers, reduction="r0_numel" in parameters)
     loop = next((n for n in function.body if isinstance(n, ast.For)), None)
-    top = {"looped": False, "accesses": [], "chain": (0.0, 0.0), "reductions": 0, "scans": 0}
+    top = {"looped": False, "accesses": [], "chain": (0.0, 0.0), "reductions": 0, "scans": 0,
+           "carried": 0}
     reader.phases.append(top)
     reader.walk(loop.body if loop is not None else function.body, top)
     return tuple(Phase(p["looped"], tuple(p["accesses"]), p["chain"][0], p["chain"][1],
-                       p["reductions"], p["scans"]) for p in reader.phases)
+                       p["reductions"], p["scans"], p["carried"]) for p in reader.phases)

@@ -92,7 +92,16 @@ the body of each `tl.range` loop over a reduction's chunks):
   register loads do (the fit: 60-67 against 144 GB/s per SM; one shared rate left either
   pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier loop left in L2 come
   back in an L2 round trip (l2_latency_s); a gather's dependent load waits for its index
-  chunk by chunk, unpipelined (memory_latency_s each).
+  chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
+  touch costs the SM run_issue_s besides (~0.3 ns): a column sum's chunk of R0_BLOCK rows x
+  8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
+  about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
+* **register spills** (any chunk loop of more than one chunk): a value the loop carries
+  from chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
+  element of the thread's share of the chunk, LIVE_PER_CARRIED with its update's
+  temporaries; what exceeds the `register_budget` is stored and reloaded every chunk,
+  spill_s per register. Layernorm 4096x4096 (Welford), 64 elements a thread: ptxas spilled
+  86-314 registers and the loop ran 2.5-7x slower than at 32.
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
   waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
@@ -117,8 +126,9 @@ the same bytes per thread a row sum's chunk takes 110 to 860 ns by its rows x co
 shape, and faster on 8 warps than on 2 in one kernel and not another: these configs are
 the model's worst, predicted up to 2.6x slow), a tile's fixed cost around a pipelined loop
 with few chunks (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the
-same config), register spills of very large chunks (layernorm's Welford loop 4 deep on 4
-warps, 2x slower than 1 deep).
+same config), the compiler's own spill decisions where they depart from the registers the
+carried values need (layernorm's loop of 4 chunks is unrolled and spills nothing at 64
+elements a thread without pipelining, 42 registers with it; the worst held-out launches).
 """
 from __future__ import annotations
 
@@ -136,6 +146,11 @@ SMOOTH_MAX_POWER = 4.0
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
 WORD_STEPS = 8.0
+# Registers per element a chunk loop's carried value takes, with the temporaries of its
+# update: ptxas's own counts (n_regs + n_spills) for layernorm 4096x4096's Welford loop
+# (three carried values) over its 454 candidate plans on the H200 were 7-8 registers per
+# element of the thread's chunk share (benchmarks/results/registers_h200.json).
+LIVE_PER_CARRIED = 2.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +171,8 @@ class PhaseFacts:
     sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
     load_accesses: float = 0.0  # load instructions of all threads (16-byte vectors where the
     # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
+    load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
+    carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
 
 
 class Phases(list):
@@ -279,9 +296,10 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
-        looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
+        looped=phase.looped, pipeline_stages=stages if phase.looped else 1, carried=phase.carried,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
-        load_accesses=float(sum(accesses(a) for a in loads)))
+        load_accesses=float(sum(accesses(a) for a in loads)),
+        load_runs=float(sum(elements(a.axes) * a.element_bytes / run(a) for a in loads)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -337,6 +355,9 @@ TERMS: tuple[Term, ...] = (
     Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
     Term("scan_chunk_s", "one serial scan chunk"),
+    Term("spill_s", "a chunk: per register a thread's chunk loop spills (stored and "
+         "reloaded each chunk)"),
+    Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
@@ -391,6 +412,17 @@ def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
     return max(1, min(spec.max_regs_per_thread, spec.regs_per_sm // threads))
 
 
+def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """Registers per thread a chunk loop needs beyond the thread's `register_budget`: each
+    value it carries from chunk to chunk is a register per element of the thread's share of
+    the chunk, LIVE_PER_CARRIED of them with the update's temporaries. A loop that runs once
+    carries nothing (the compiler folds its first-chunk case)."""
+    if not phase.looped or not phase.carried or phase.iterations <= 1:
+        return 0.0
+    per_thread = phase.elements / (facts.num_warps * spec.warp_size)
+    return max(0.0, per_thread * phase.carried * LIVE_PER_CARRIED - register_budget(facts, spec))
+
+
 def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
     """16-byte accesses a thread keeps in flight per round trip: loads_in_flight with all
     max_regs_per_thread registers, fewer in proportion to a smaller `register_budget` (a
@@ -428,6 +460,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
         terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
             "async_copy_bandwidth", 0.0)
+        terms["run_issue_s"] = steps * programs_per_sm(facts, spec) * phase.load_runs * \
+            spec.run_issue_s
         # A gather's dependent load waits for the index it reads: not pipelined.
         terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
@@ -488,6 +522,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s
         terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
+    terms["spill_s"] += steps * spilled_registers(phase, facts, spec) * spec.spill_s
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
     # A block scan's carries cross the warps one halving at a time, as a reduction's do.
     terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s * \

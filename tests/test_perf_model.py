@@ -11,8 +11,8 @@ import gxusim
 from gxusim import perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
-from gxusim.perf_model import (LaunchFacts, PhaseFacts, blocks_per_sm, breakdown,
-                               launch_phases, predict_seconds)
+from gxusim.perf_model import (LIVE_PER_CARRIED, LaunchFacts, PhaseFacts, blocks_per_sm,
+                               breakdown, launch_phases, predict_seconds, spilled_registers)
 
 N = 100_000_000
 
@@ -125,6 +125,28 @@ tmp17 = libdevice.rsqrt(tmp9 / 64.0 + 1e-5)
 tmp19 = (tmp0 - tmp7) * tmp17
 tl.store(out_ptr0 + (r0_1 + 64*x0), tmp19, None)
 """, reduction=True)
+WELFORD = _kernel("variance", {"in_ptr0": "fp32", "out_ptr0": "fp32"}, """
+xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+r0_base = tl.arange(0, R0_BLOCK)[None, :]
+x0 = xindex
+tmp1_mean = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+tmp1_m2 = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+tmp1_weight = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+    r0_index = r0_offset + r0_base
+    r0_1 = r0_index
+    roffset = r0_offset
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 16384*x0), None)
+    tmp1_mean_next, tmp1_m2_next, tmp1_weight_next = triton_helpers.welford_reduce(
+        tmp0, tmp1_mean, tmp1_m2, tmp1_weight, roffset == 0
+    )
+    tmp1_mean = tmp1_mean_next
+    tmp1_m2 = tmp1_m2_next
+    tmp1_weight = tmp1_weight_next
+tmp2, tmp3, tmp4 = triton_helpers.welford(tmp1_mean, tmp1_m2, tmp1_weight, 1)
+tmp5 = tmp3[:, None] / 16383.0
+tl.store(out_ptr0 + (x0), tmp5, None)
+""", reduction=True)
 GATHER = _kernel("embedding", {"in_ptr0": "i64", "in_ptr1": "fp32", "out_ptr0": "fp32"}, """
 xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:]
 x1 = xindex // 32
@@ -166,6 +188,44 @@ def test_chains_weigh_libdevice_calls_and_skip_per_row_work():
     (rows,) = kernel_phases(LAYERNORM_ROWS)
     # the mean, the variance and its rsqrt are per row: only (x - mean) * rstd is per element
     assert rows.arithmetic_steps == 2 and rows.transcendental_steps == 0 and rows.reductions == 2
+
+
+def test_a_division_is_a_reciprocal_on_the_transcendental_unit():
+    *_, normalise = kernel_phases(SOFTMAX_LOOPED)
+    # exp(x - max) / sum: an expf and a division's reciprocal on the chain
+    assert normalise.transcendental_steps == pytest.approx(2.0)
+    _, loop = kernel_phases(WELFORD)
+    assert loop.transcendental_steps == pytest.approx(1.0)  # Welford's division
+
+
+def test_a_chunk_loop_counts_the_values_it_carries_from_chunk_to_chunk():
+    assert [p.carried for p in kernel_phases(ROW_SUM)] == [0, 1]  # the sum's accumulator
+    assert [p.carried for p in kernel_phases(SOFTMAX_LOOPED)] == [0, 1, 1, 0]
+    assert [p.carried for p in kernel_phases(WELFORD)] == [0, 3]  # mean, m2 and weight
+
+
+def test_registers_a_chunk_loop_carries_beyond_the_budget_spill():
+    spec = gxusim.load_spec("gxu-on-h200")
+
+    def welford(warps, r0_block, chunks):
+        phases = launch_phases(WELFORD, {"XBLOCK": 1, "R0_BLOCK": r0_block}, chunks)
+        return LaunchFacts(32, warps, 64, r0_block * chunks, 1e8, blocks_per_sm(spec, warps),
+                           phases=phases)
+
+    def spilled(facts):
+        return sum(spilled_registers(p, facts, spec) for p in facts.phases)
+    # 32 elements a thread: 3 carried values fit in 255 registers; at 16 warps only 128 ...
+    assert spilled(welford(1, 1024, 16)) == 0
+    assert spilled(welford(16, 16384, 4)) == 32 * 3 * LIVE_PER_CARRIED - 128
+    # ... and 64 elements a thread spill on one warp too, costing every chunk
+    assert spilled(welford(1, 2048, 8)) == 64 * 3 * LIVE_PER_CARRIED - 255
+    assert breakdown(welford(1, 2048, 8), spec)["spill_s"] == pytest.approx(
+        64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255) * spec.spill_s)
+    # a loop that runs once carries nothing (the compiler folds its first-chunk case)
+    assert spilled(welford(1, 2048, 1)) == 0
+    per_chunk = [predict_seconds(welford(1, r0, 16384 // r0), spec) / (16384 // r0)
+                 for r0 in (1024, 2048)]
+    assert per_chunk[1] > 3 * per_chunk[0]
 
 
 def test_accesses_know_gathers_broadcasts_and_element_sizes():
@@ -241,7 +301,8 @@ def test_under_a_32_program_cap_bigger_tiles_are_predicted_faster():
 
 def test_a_thread_with_more_accesses_than_it_keeps_in_flight_pays_more_round_trips():
     spec = gxusim.load_spec("gxu-on-h200").replace(sm_bandwidth=0.0, transcendental_issue_s=0.0,
-                                                   flop_issue_s=0.0)
+                                                   flop_issue_s=0.0, sm_flop_s=0.0,
+                                                   sm_transcendental_s=0.0)
     # mul_relu: per 4 elements a thread loads one 16-byte vector and stores one
     one, two = (_facts(spec, MUL_RELU, {"XBLOCK": 32 * 4 * spec.loads_in_flight * k / 2}, 1,
                        32, 1 << 24, 8 << 24) for k in (1, 2))
@@ -403,18 +464,19 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
                           layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6,
                           pipeline_latency_s=7e-7, async_copy_bandwidth=8e10,
-                          sm_transcendental_s=2e-10, chain_overlap=1.5)
+                          sm_transcendental_s=2e-10, sm_flop_s=3e-12, chain_overlap=1.5,
+                          spill_s=2e-8, run_issue_s=5e-10)
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
     for field in ("launch_overhead_s", "memory_latency_s", "loads_in_flight", "sm_bandwidth",
                   "element_issue_s", "flop_issue_s", "transcendental_issue_s",
                   "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s",
                   "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s",
-                  "chain_overlap"):
+                  "sm_flop_s", "chain_overlap", "spill_s", "run_issue_s"):
         assert field in result.fitted
-        # the SM's issue rate binds only where two programs share an SM, and there competes
+        # the SM's issue rates bind only where two programs share an SM, and there compete
         # with the thread's chain in a smooth max: pinned less tightly
-        tolerance = 0.02 if field == "sm_transcendental_s" else 1e-3
+        tolerance = 0.02 if field.startswith("sm_") and field != "sm_bandwidth" else 1e-3
         assert getattr(result.spec, field) == pytest.approx(getattr(truth, field),
                                                             rel=tolerance), field
     assert result.max_error < 1e-4
@@ -443,7 +505,12 @@ def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
     assert (row.sector_bytes, row.load_accesses) == (4096, 256)
     # one float per row of the column: a 32-byte sector and one load instruction each
     assert (column.sector_bytes, column.load_accesses) == (8 * 4096, 1024)
+    # and a contiguous run each, where the row's chunk is one run
+    assert (row.load_runs, column.load_runs) == (1, 1024)
     spec = gxusim.load_spec("gxu-on-h200")
+    pipelined = [breakdown(LaunchFacts(32, 4, 16, 4096, 1e8, 1, phases=launch_phases(
+        source, blocks, 4, stages=3)), spec)["run_issue_s"] for source in (ROW_SUM, COL_SUM)]
+    assert pipelined[1] == pytest.approx(1024 * pipelined[0], rel=1e-3)
     assert predict_seconds(_facts(spec, COL_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec) > \
         2 * predict_seconds(_facts(spec, ROW_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec)
 

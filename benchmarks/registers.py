@@ -1,0 +1,121 @@
+"""Registers a chunk loop needs: ptxas's counts against the model's estimate, on the GPU.
+
+The performance model charges a looped reduction for the registers its carried values spill
+(`perf_model.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
+a thread's chunk share, against the `register_budget`). This compiles every candidate plan
+of a few reduction kernels (cuda target; compiled, not timed) and reads back what ptxas
+allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of
+the registers needed. One table per elements a thread holds of a chunk:
+
+    python benchmarks/registers.py [--cases NAME ...] [--json OUT.json]
+
+Cases are the ceiling benchmark's (layernorm, softmax, row sums) and the calibration's
+variance; see `--help` for the names.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import gxusim
+from gxusim import calibrate, perf_model
+from gxusim.compiler import launcher
+from gxusim.compiler.plan import candidate_plans
+from gxusim.report import format_table
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_ceiling  # noqa: E402  (a sibling script)
+
+CASES = ("layernorm 4096x4096", "layernorm 4096x4096 bf16", "softmax 2048x32768",
+         "row_sum 32768x4096", "var 2048x16384")
+
+
+def _programs() -> dict:
+    found = {c.name: c for c in bench_ceiling.cases(quick=False)}
+    found.update({p.name: p for p in calibrate.PROGRAMS})
+    return found
+
+
+def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
+    """Compile every candidate plan of the case's reduction kernels; one row per plan."""
+    case = _programs()[name]
+    inputs = [torch.randn(shape, device="gxu", dtype=case.dtype) for shape in case.shapes]
+    torch._dynamo.reset()
+    with launcher.capture() as captured:
+        torch.compile(case.fn, dynamic=False)(*inputs)
+    rows = []
+    for launch in captured:
+        kernel, args = launch.kernel, launch.args
+        if not kernel.shape.pipelined:
+            continue  # no chunk loop: nothing carried
+        numels = kernel.numels(args)
+
+        def compile_plan(plan):
+            target = kernel._target_launch(plan)
+            copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            binary = target.fn[target.grid](*copies, **target.options())
+            facts = plan.facts(kernel.shape, numels, 0.0, spec)
+            looped = [p for p in facts.phases if p.looped]
+            return {"case": name, "kernel": kernel.name, "meta": plan.meta,
+                    "num_warps": plan.num_warps, "num_stages": plan.num_stages,
+                    "elements_per_thread": max(p.elements for p in looped) /
+                    (plan.num_warps * spec.warp_size),
+                    "n_regs": binary.n_regs, "n_spills": binary.n_spills,
+                    "budget": perf_model.register_budget(facts, spec),
+                    "model_spilled": max(perf_model.spilled_registers(p, facts, spec)
+                                         for p in looped)}
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            rows += list(pool.map(compile_plan, candidate_plans(kernel.shape, numels, spec)))
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups[(r["case"], int(r["elements_per_thread"]), r["num_warps"])].append(r)
+    lines = []
+    for (case, share, warps), group in sorted(groups.items()):
+        spills = [r["n_spills"] for r in group]
+        model = [r["model_spilled"] for r in group]
+        lines.append((case, share, warps, len(group), int(np.median([r["n_regs"] for r in group])),
+                      f"{np.median(spills):.0f} ({min(spills)}-{max(spills)})",
+                      f"{np.median(model):.0f}"))
+    return format_table(("case", "elements/thread", "warps", "plans", "ptxas regs (median)",
+                         "ptxas spilled (range)", "model spilled"), lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), metavar="NAME",
+                        help="ceiling cases or calibration programs (default: %(default)s)")
+    parser.add_argument("--spec", default="gxu-on-h200")
+    parser.add_argument("--json", type=Path, help="write every plan's row here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("registers.py compiles for the GPU (ptxas's counts): it needs CUDA",
+              file=sys.stderr)
+        return 2
+    spec = gxusim.load_spec(args.spec)
+    gxusim.use_spec(spec)
+    gxusim.set_target("cuda")
+    rows, start = [], time.time()
+    for name in args.cases:
+        rows += registers(name, spec)
+        print(f"{name}: {len(rows)} plans compiled so far, {time.time() - start:.0f} s",
+              file=sys.stderr)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
