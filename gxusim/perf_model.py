@@ -101,7 +101,7 @@ the body of each `tl.range` loop over a reduction's chunks):
   element of the thread's share of the chunk, LIVE_PER_CARRIED with its update's
   temporaries; what exceeds the `register_budget` is stored and reloaded every chunk,
   spill_s per register. Layernorm 4096x4096 (Welford), 64 elements a thread: ptxas spilled
-  86-314 registers and the loop ran 2.5-7x slower than at 32.
+  a median of 124-149 registers on 1-8 warps and the loop ran 2.5-7x slower than at 32.
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
   waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
@@ -147,9 +147,10 @@ SMOOTH_MAX_POWER = 4.0
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
 WORD_STEPS = 8.0
 # Registers per element a chunk loop's carried value takes, with the temporaries of its
-# update: ptxas's own counts (n_regs + n_spills) for layernorm 4096x4096's Welford loop
-# (three carried values) over its 454 candidate plans on the H200 were 7-8 registers per
-# element of the thread's chunk share (benchmarks/results/registers_h200.json).
+# update: ptxas's own counts (n_regs + n_spills) for the Welford loops (three carried
+# values) of layernorm 4096x4096 and the variance over their 1,394 candidate plans on the
+# H200 were 7-8 registers per element of the thread's chunk share
+# (benchmarks/registers.py, benchmarks/results/registers_h200.json).
 LIVE_PER_CARRIED = 2.5
 
 

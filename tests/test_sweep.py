@@ -54,10 +54,15 @@ def test_plot_is_written(rows, tmp_path):
 
 def test_predict_only_plans_any_size_without_running_or_allocating():
     """2**30-element inputs on a CPU machine: only compile time, no memory, no execution."""
+    # The peak against the inputs' size, not the count before and after: garbage an earlier
+    # test left may be freed meanwhile (seen on the GPU machine under xdist: 96 bytes
+    # before, 0 after), and the models' scalars are real (52 bytes); a 2**30-element input
+    # is 4 GiB.
     before = torch.gxu.memory_allocated()
+    torch.gxu.reset_peak_memory_stats()
     rows = sweep.sweep(["add_relu", "row_sum", "transformer_block"], ["seed", "gxu"],
                        [1 << 10, 1 << 30], predict_only=True)
-    assert torch.gxu.memory_allocated() == before
+    assert torch.gxu.max_memory_allocated() - before < 1 << 20
     assert len(rows) == 12 and all(r["error"] is None and r["target"] == "predict" for r in rows)
     for row in rows:
         assert row["matches_eager"] is None and row["within_spec"]
