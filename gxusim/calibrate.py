@@ -218,13 +218,18 @@ def _log_residuals(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts
 
 
 def _nonzero_value(spec: HardwareSpec, field: str) -> float:
-    """The field's value, or where it is 0 (a term switched off) the HardwareSpec default:
-    a magnitude the term plausibly has, to probe and to start a fit from."""
+    """The field's value, or where it is 0 (a term switched off) its `_default_value`: a
+    magnitude the term plausibly has, to probe and to start a fit from."""
     value = getattr(spec, field)
-    if value > 0:
-        return value
+    return value if value > 0 else _default_value(spec, field)
+
+
+def _default_value(spec: HardwareSpec, field: str) -> float:
+    """The HardwareSpec default of a field (fields without one: the spec's own value)."""
     default = next(f.default for f in dataclasses.fields(HardwareSpec) if f.name == field)
-    return default if isinstance(default, (int, float)) and default > 0 else 1e-9
+    if isinstance(default, (int, float)) and default > 0:
+        return default
+    return getattr(spec, field) or 1e-9
 
 
 def _exercised(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts],
@@ -250,7 +255,11 @@ def fit(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts], measured
     Marquardt over the logarithms of the coefficients (so they stay positive), starting
     from the spec's values. Deterministic; numpy only. With `groups` (one name per sample,
     e.g. its calibration program) each group weighs the same however many samples it has:
-    a kernel whose configs were sampled densely does not outvote the rest."""
+    a kernel whose configs were sampled densely does not outvote the rest.
+
+    A term the descent switches off (shrunk a thousandfold) can no longer pull back: in
+    log space its gradient vanishes with it. The fit restarts once with such terms at their
+    default magnitude and keeps the better of the two."""
     if len(profiles) < 4 or len(profiles) != len(measured_s):
         raise ValueError("fit needs at least 4 (profile, measured time) pairs, one time each")
     if groups is not None and len(groups) != len(profiles):
@@ -262,9 +271,17 @@ def fit(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts], measured
     fields = _exercised(spec, profiles, log_times, [t.field for t in perf_model.TERMS])
     start = spec.replace(**{f: _nonzero_value(spec, f) for f in fields})
     if fields:
-        logs = np.log([getattr(start, f) for f in fields])
-        logs = _levenberg_marquardt(start, fields, logs, profiles, log_times, iterations,
+        initial = np.log([getattr(start, f) for f in fields])
+        logs = _levenberg_marquardt(start, fields, initial, profiles, log_times, iterations,
                                     sample_weights)
+        defaults = np.log([_default_value(spec, f) for f in fields])
+        collapsed = logs < np.minimum(initial, defaults) - np.log(1000.0)
+        if collapsed.any():
+            retry = _levenberg_marquardt(start, fields, np.where(collapsed, defaults, logs),
+                                         profiles, log_times, iterations, sample_weights)
+            if _cost(start, fields, retry, profiles, log_times, sample_weights) < \
+                    _cost(start, fields, logs, profiles, log_times, sample_weights):
+                logs = retry
         spec = _with(start, fields, logs)
         spec = _negligible_to_zero(spec, fields, profiles)
     errors = np.abs(np.array([perf_model.predict_seconds(p, spec) for p in profiles]) /
@@ -285,6 +302,13 @@ def _negligible_to_zero(spec: HardwareSpec, fields: Sequence[str],
         if np.max(np.abs(after / before - 1)) < 1e-3:
             spec = trial
     return spec
+
+
+def _cost(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray,
+          profiles: Sequence[perf_model.LaunchFacts], log_times: np.ndarray,
+          sample_weights: np.ndarray) -> float:
+    return _huber_cost(_log_residuals(_with(spec, fields, logs), profiles, log_times),
+                       sample_weights)
 
 
 def _huber_weights(residuals: np.ndarray) -> np.ndarray:

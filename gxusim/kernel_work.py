@@ -58,11 +58,11 @@ TRANSCENDENTAL_WEIGHT = {
     "erfinv": 2.7, "pow": 3.1, "lgamma": 4.5, "digamma": 4.5, "sigmoid": 1.45, "cbrt": 1.65,
 }
 EXP_STEPS = 11.0  # an expf as dependent arithmetic steps: weighs calls against plain ops
-# An fp32 division (div.rn.f32): a MUFU reciprocal, the unit expf's MUFU.EX2 issues on (so
-# counted as a libdevice call, in expf's: the SM's transcendental rate bounds it, which a
-# Welford loop of many warps meets: the variance 2048x16384 at 16 warps was predicted 2x
-# fast with divisions as plain steps), then its Newton steps.
-DIVIDE_CALLS = 1.0
+# An fp32 division (div.rn.f32): a MUFU reciprocal and its Newton steps. Along the chain
+# the steps; the reciprocal issues on the unit expf's MUFU.EX2 does, so it counts against the
+# SM's transcendental rate (`Phase.divisions`), which a Welford loop of many warps meets (the
+# variance 2048x16384 at 16 warps was predicted 2x fast without it). Charged as a whole
+# expf along the chain too, it left the softmaxes' normalising division 35-40% slow.
 DIVIDE_STEPS = 3.0
 WELFORD_STEPS = 10.0  # one element into a Welford accumulator: FMAs, besides its division
 
@@ -186,6 +186,7 @@ class Phase:
     scans: int = 0  # block scans (serial across chunks)
     carried: int = 0  # block-shaped values a chunk loop carries from chunk to chunk (its
     # accumulators: a sum 1, Welford's mean, m2 and weight 3), each held in registers
+    divisions: float = 0.0  # divisions on the chain (their reciprocals issue as MUFU ops)
 
     @property
     def axes(self) -> frozenset:
@@ -258,9 +259,9 @@ class _PhaseReader:
                       self.unit_axes(address))
 
     def value(self, node: ast.AST, phase: dict) -> tuple:
-        """(steps along the chain as (arithmetic, transcendental), axes) of an expression;
-        adds its loads to the phase."""
-        zero = (0.0, 0.0)
+        """(steps along the chain as (arithmetic, transcendental, divisions), axes) of an
+        expression; adds its loads to the phase."""
+        zero = (0.0, 0.0, 0.0)
         if isinstance(node, ast.Name):
             return self.chain.get(node.id, (zero, self.axes.get(node.id, frozenset())))
         if isinstance(node, ast.Call):
@@ -284,11 +285,11 @@ class _PhaseReader:
             if not self.per_element(axes) or name in SCAN_CALLS:
                 return steps, axes
             if name in TRANSCENDENTAL_CALLS:
-                return (steps[0], steps[1] + TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
+                return _plus(steps, transcendental=TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
             if name == "welford_reduce":
-                return (steps[0] + WELFORD_STEPS, steps[1] + DIVIDE_CALLS), axes
+                return _plus(steps, arithmetic=WELFORD_STEPS, divisions=1.0), axes
             if name in ARITHMETIC_CALLS:
-                return (steps[0] + 1, steps[1]), axes
+                return _plus(steps, arithmetic=1.0), axes
             return steps, axes
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
             children = ([node.left, node.right] if isinstance(node, ast.BinOp) else
@@ -300,8 +301,8 @@ class _PhaseReader:
             axes = frozenset().union(*[p[1] for p in parts])
             if self.per_element(axes):
                 divide = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                steps = (steps[0] + DIVIDE_STEPS, steps[1] + DIVIDE_CALLS) if divide else \
-                    (steps[0] + 1.0, steps[1])
+                steps = _plus(steps, arithmetic=DIVIDE_STEPS, divisions=1.0) if divide else \
+                    _plus(steps, arithmetic=1.0)
             return steps, axes
         if isinstance(node, (ast.Subscript, ast.Attribute)):
             return self.value(node.value, phase)
@@ -315,9 +316,9 @@ class _PhaseReader:
         loads_before = len(phase["accesses"])
         steps, axes = self.value(statement.value, phase)
         if not _assigns_a_value(statement, prefixes=("tmp", "_tmp")):
-            steps = (0.0, 0.0)  # index arithmetic: the per-access cost, not the value chain
+            steps = (0.0, 0.0, 0.0)  # index arithmetic: the per-access cost, not the chain
         elif not self.per_element(axes):
-            steps = (0.0, 0.0)  # computed once per row: no part of an element's chain
+            steps = (0.0, 0.0, 0.0)  # computed once per row: no part of an element's chain
         elif _length(steps) > _length(phase["chain"]):
             phase["chain"] = steps
         counts = _count(statement.value)
@@ -346,8 +347,8 @@ class _PhaseReader:
     def walk(self, statements: list, phase: dict) -> None:
         for statement in statements:
             if isinstance(statement, ast.For):
-                inner = {"looped": True, "accesses": [], "chain": (0.0, 0.0), "reductions": 0,
-                         "scans": 0}
+                inner = {"looped": True, "accesses": [], "chain": (0.0, 0.0, 0.0),
+                         "reductions": 0, "scans": 0}
                 self.phases.append(inner)
                 before = set(self.chain)
                 self.walk(statement.body, inner)
@@ -379,6 +380,11 @@ def load_unit_stride_axes(source: str) -> frozenset:
                                if not a.store and not a.broadcast and len(a.axes) > 1])
 
 
+def _plus(steps: tuple, arithmetic: float = 0.0, transcendental: float = 0.0,
+          divisions: float = 0.0) -> tuple:
+    return (steps[0] + arithmetic, steps[1] + transcendental, steps[2] + divisions)
+
+
 def _length(steps: tuple) -> float:
     return steps[0] + EXP_STEPS * steps[1]
 
@@ -399,9 +405,10 @@ def kernel_phases(source: str) -> tuple:
     parameters = {a.arg for a in function.args.args}
     reader = _PhaseReader(pointers, reduction="r0_numel" in parameters)
     loop = next((n for n in function.body if isinstance(n, ast.For)), None)
-    top = {"looped": False, "accesses": [], "chain": (0.0, 0.0), "reductions": 0, "scans": 0,
-           "carried": 0}
+    top = {"looped": False, "accesses": [], "chain": (0.0, 0.0, 0.0), "reductions": 0,
+           "scans": 0, "carried": 0}
     reader.phases.append(top)
     reader.walk(loop.body if loop is not None else function.body, top)
     return tuple(Phase(p["looped"], tuple(p["accesses"]), p["chain"][0], p["chain"][1],
-                       p["reductions"], p["scans"], p["carried"]) for p in reader.phases)
+                       p["reductions"], p["scans"], p["carried"], p["chain"][2])
+                 for p in reader.phases)

@@ -93,7 +93,7 @@ the body of each `tl.range` loop over a reduction's chunks):
   pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier loop left in L2 come
   back in an L2 round trip (l2_latency_s); a gather's dependent load waits for its index
   chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
-  touch costs the SM run_issue_s besides (~0.3 ns): a column sum's chunk of R0_BLOCK rows x
+  touch costs the SM run_issue_s besides (~0.25 ns): a column sum's chunk of R0_BLOCK rows x
   8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
   about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
 * **register spills** (any chunk loop of more than one chunk): a value the loop carries
@@ -174,6 +174,7 @@ class PhaseFacts:
     # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
     load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
+    divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
 
 
 class Phases(list):
@@ -297,7 +298,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
-        looped=phase.looped, pipeline_stages=stages if phase.looped else 1, carried=phase.carried,
+        looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
+        carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
         load_runs=float(sum(elements(a.axes) * a.element_bytes / run(a) for a in loads)))
@@ -509,7 +511,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
              spec.transcendental_issue_s}
     issued = sharing * steps * phase.elements
     throughput = {"sm_flop_s": issued * issue_steps * spec.sm_flop_s,
-                  "sm_transcendental_s": issued * phase.transcendental_steps *
+                  "sm_transcendental_s": issued * (phase.transcendental_steps + phase.divisions) *
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, moved, cached)

@@ -192,10 +192,19 @@ def test_chains_weigh_libdevice_calls_and_skip_per_row_work():
 
 def test_a_division_is_a_reciprocal_on_the_transcendental_unit():
     *_, normalise = kernel_phases(SOFTMAX_LOOPED)
-    # exp(x - max) / sum: an expf and a division's reciprocal on the chain
-    assert normalise.transcendental_steps == pytest.approx(2.0)
+    # exp(x - max) / sum: an expf, and a division's Newton steps and reciprocal
+    assert (normalise.transcendental_steps, normalise.divisions) == (1.0, 1.0)
     _, loop = kernel_phases(WELFORD)
-    assert loop.transcendental_steps == pytest.approx(1.0)  # Welford's division
+    assert (loop.transcendental_steps, loop.divisions) == (0.0, 1.0)  # Welford's division
+    # the reciprocals count against the SM's transcendental rate, not along the chain
+    spec = gxusim.load_spec("gxu-on-h200")
+    blocks = {"XBLOCK": 1, "R0_BLOCK": 2048}
+    facts = LaunchFacts(32, 16, 64, 16384, 1e8, 1, phases=launch_phases(WELFORD, blocks, 8))
+    without = LaunchFacts(32, 16, 64, 16384, 1e8, 1, phases=tuple(
+        dataclasses.replace(p, divisions=0.0) for p in facts.phases))
+    assert breakdown(facts, spec)["sm_transcendental_s"] > 0 == \
+        breakdown(without, spec)["sm_transcendental_s"]
+    assert breakdown(facts, spec)["transcendental_issue_s"] == 0
 
 
 def test_a_chunk_loop_counts_the_values_it_carries_from_chunk_to_chunk():
