@@ -50,8 +50,8 @@ def _exp_sin(x: torch.Tensor) -> torch.Tensor:
 # ceiling search (those stay held out, benchmarks/validate_model.py): tanh and sigmoid pin
 # the libdevice weights that exp and sin alone cannot; the long-row sum of squares (rows
 # 256 KB apart) and the two-pass logsumexp the looped chunk loads, the column amax a chunk
-# loop striding across rows, the variance (Welford: three accumulators a chunk loop carries)
-# the registers they spill; the bf16 fma the 2-byte
+# loop striding across rows, the variance (Welford's three carried accumulators) the
+# registers a chunk loop spills; the bf16 fma the 2-byte
 # loads; the row centering a persistent reduction with a per-element store; fma3 64K the
 # launch overhead (the suite's small kernels take 4-10 us, the 2026-11-29 set's smallest 16).
 PROGRAMS: tuple[Program, ...] = (

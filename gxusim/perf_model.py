@@ -128,7 +128,8 @@ the model's worst, predicted up to 2.6x slow), a tile's fixed cost around a pipe
 with few chunks (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the
 same config), the compiler's own spill decisions where they depart from the registers the
 carried values need (layernorm's loop of 4 chunks is unrolled and spills nothing at 64
-elements a thread without pipelining, 42 registers with it; the worst held-out launches).
+elements a thread without pipelining, 42-46 registers with it, where its other plans of that
+share spill 86-230; the worst held-out launches).
 """
 from __future__ import annotations
 
@@ -438,9 +439,10 @@ def _seconds_at(rate: float, size: float) -> float:
 
 
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                  moved: float, cached: float) -> dict[str, float]:
+                  sharing: int, cached: float) -> dict[str, float]:
     """Seconds of a phase's memory traffic per tile, by field (see the module docstring);
-    `moved`: the bytes one iteration moves through the SM (its resident programs' share)."""
+    `sharing`: the programs resident on the SM, whose traffic goes through it alike."""
+    moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     bandwidth = _seconds_at(spec.sm_bandwidth, moved)
     threads = facts.num_warps * spec.warp_size
     steps = phase.iterations
@@ -463,8 +465,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
         terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
             "async_copy_bandwidth", 0.0)
-        terms["run_issue_s"] = steps * programs_per_sm(facts, spec) * phase.load_runs * \
-            spec.run_issue_s
+        terms["run_issue_s"] = steps * sharing * phase.load_runs * spec.run_issue_s
         # A gather's dependent load waits for the index it reads: not pipelined.
         terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
@@ -496,7 +497,6 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
     per iteration served from cache, which wait for no DRAM round trip)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
-    moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     steps = phase.iterations
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
         else 0.0  # 4-byte words an element moves (broadcast vectors excluded)
@@ -514,7 +514,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   "sm_transcendental_s": issued * (phase.transcendental_steps + phase.divisions) *
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
-    memory = _memory_terms(phase, facts, spec, moved, cached)
+    memory = _memory_terms(phase, facts, spec, sharing, cached)
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
     if phase.looped:  # the chunk loop's arithmetic hides under its loads, or they under it
         parts = _smooth_max_by_field(memory, compute)
