@@ -17,6 +17,10 @@ before the model gained a fact (phases) are judged by the current model. A kerne
 machine's Inductor generates differently (another name or sizes) keeps its stored facts;
 `--stored-facts` keeps them all.
 
+`--registers` (the output of `benchmarks/registers.py`) gives the launches that were timed
+before the cuda target recorded ptxas's spills (`LaunchFacts.compiled_spills`) the counts
+ptxas gave their plans; without it the model estimates them.
+
 Prints the error per held-out kernel (median and worst |predicted/measured - 1|), the
 Spearman rank correlation between predicted and measured times over each kernel's configs
 (what choosing a config needs), each suite model's gxu/seed ratio, predicted against
@@ -24,8 +28,9 @@ measured, and the fidelity targets (median <= 10%, worst <= 40%, Spearman >= 0.9
 gxu/seed ratios within 15% and in the right direction). `--json` keeps the tables.
 
     python benchmarks/validate_model.py --spec gxu-on-h200 \\
-        --calibration benchmarks/results/calibration_pipelined_h200.json \\
-        --ceiling benchmarks/results/ceiling_h200.json --sweep benchmarks/results/sweep_gpu_h200.json
+        --calibration benchmarks/results/calibration_spills_h200.json \\
+        --ceiling benchmarks/results/ceiling_h200.json --sweep benchmarks/results/sweep_gpu_h200.json \\
+        --registers benchmarks/results/registers_h200.json
 """
 from __future__ import annotations
 
@@ -208,8 +213,27 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
                 facts.tile_elements != stored["tile_elements"]:
             kept += 1  # not the kernel that was timed
             continue
-        sample["facts"] = dataclasses.asdict(facts)
+        # What the compiled binary told the GPU run (ptxas's spills) no source can say.
+        sample["facts"] = {**dataclasses.asdict(facts),
+                           "compiled_spills": stored.get("compiled_spills")}
     return kept
+
+
+def attach_compiled_spills(samples: list[dict], registers: Path) -> int:
+    """Give each launch without `compiled_spills` the spills ptxas reported for its kernel
+    and plan in `registers` (rows of benchmarks/registers.py); returns how many got them."""
+    counts = {(r["case"], r["kernel"], json.dumps(r["meta"], sort_keys=True), r["num_warps"],
+               r["num_stages"]): r["n_spills"] for r in json.loads(registers.read_text())}
+    attached = 0
+    for sample in samples:
+        plan = sample["plan"]
+        meta = {k: v for k, v in plan["meta"].items() if k.endswith("BLOCK")}
+        key = (sample["group"].split(" ", 1)[1], sample["kernel"], json.dumps(meta, sort_keys=True),
+               plan["num_warps"], plan.get("num_stages") or 1)
+        if sample["facts"].get("compiled_spills") is None and key in counts:
+            sample["facts"] = {**sample["facts"], "compiled_spills": counts[key]}
+            attached += 1
+    return attached
 
 
 def predict(sample: dict, spec: gxusim.HardwareSpec) -> float:
@@ -295,6 +319,8 @@ def main() -> int:
     parser.add_argument("--calibration", type=Path, help="gxusim calibrate --samples JSON")
     parser.add_argument("--ceiling", type=Path, help="bench_ceiling.py --json output")
     parser.add_argument("--sweep", type=Path, help="GXUSIM_TIMING=1 gxusim sweep --json output")
+    parser.add_argument("--registers", type=Path,
+                        help="benchmarks/registers.py --json output: ptxas's spills per plan")
     parser.add_argument("--json", type=Path, help="write the summary here")
     parser.add_argument("--stored-facts", action="store_true",
                         help="use the facts stored with each launch instead of recomputing "
@@ -313,6 +339,9 @@ def main() -> int:
         print(f"facts recomputed by LaunchPlan.facts from the regenerated kernels "
               f"({kept} of {len(calibration) + len(samples)} launches kept their stored "
               f"facts: kernel not regenerated identically)")
+    if args.registers:
+        attached = attach_compiled_spills(calibration + samples, args.registers)
+        print(f"ptxas's spill counts from {args.registers.name} for {attached} launches")
     if calibration:
         fit = calibrate.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
                              [r["measured_s"] for r in calibration],

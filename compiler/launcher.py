@@ -233,17 +233,32 @@ class _Prepared:
     facts: perf_model.LaunchFacts  # from the plan, for targets that count nothing themselves
     predicted_s: float  # ... and what the model makes of them
     fusion: tuple[str, ...]
+    # The plan's facts with what a compiled binary told (its spills), and their prediction:
+    # made once, so warm launches share them as they share the plan's.
+    compiled: dict[int, tuple[perf_model.LaunchFacts, float]] = dataclasses.field(
+        default_factory=dict)
+
+    def _facts(self, outcome: targets.Outcome) -> tuple[perf_model.LaunchFacts, float]:
+        """The launch's facts (counted by the target, or the plan's refined by the binary's
+        spill count) and their predicted time."""
+        if outcome.facts is not None:
+            return outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec)
+        spills = outcome.compiled_spills
+        if spills is None:
+            return self.facts, self.predicted_s
+        if spills not in self.compiled:
+            facts = dataclasses.replace(self.facts, compiled_spills=spills)
+            self.compiled[spills] = (facts, perf_model.predict_seconds(facts, self.spec))
+        return self.compiled[spills]
 
     def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
         """The launch record of one launch of this plan."""
         plan = self.plan
-        facts = outcome.facts or self.facts
+        facts, predicted_s = self._facts(outcome)
         return launch_records.Launch(
             kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
             meta=dict(self.meta), target=target, policy=self.policy.name,
-            findings=list(outcome.findings),
-            predicted_s=self.predicted_s if outcome.facts is None
-            else perf_model.predict_seconds(outcome.facts, self.spec),
+            findings=list(outcome.findings), predicted_s=predicted_s,
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
             occupancy_limiter=outcome.occupancy_limiter
             or perf_model.residency_limiter(self.spec, plan.num_warps),

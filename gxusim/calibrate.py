@@ -135,11 +135,13 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
                   for name in POLICIES]
         kernel.precompile_plans(plans, args)
         for plan in plans:
-            seconds = target.time_launch(kernel._target_launch(plan), args)
+            launch = kernel._target_launch(plan)
+            seconds = target.time_launch(launch, args)
+            facts = dataclasses.replace(plan.facts(kernel.shape, numels, moved, spec),
+                                        compiled_spills=target.compiled_spills(launch, args))
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
-                "num_stages": plan.num_stages, "numels": numels},
-                plan.facts(kernel.shape, numels, moved, spec), seconds))
+                "num_stages": plan.num_stages, "numels": numels}, facts, seconds))
     return samples
 
 

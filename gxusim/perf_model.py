@@ -96,12 +96,18 @@ the body of each `tl.range` loop over a reduction's chunks):
   touch costs the SM run_issue_s besides (~0.25 ns): a column sum's chunk of R0_BLOCK rows x
   8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
   about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
-* **register spills** (any chunk loop of more than one chunk): a value the loop carries
-  from chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
+* **register spills** (any chunk loop of more than one chunk): what a thread spills is
+  stored and reloaded every chunk, spill_s per register a thread, or the SM's rate
+  (spill_bandwidth) over all its threads' spilled bytes, whichever is slower (the variance
+  on 16 warps spills 1-3 MB a chunk on the SM). An unpipelined loop's spills overlap its
+  load wait (smooth max); a pipelined loop's add to its copies. How many registers spill:
+  ptxas's count where the kernel was compiled (the cuda target reads it off the binary it
+  launched, `LaunchFacts.compiled_spills`), else an estimate: a value the loop carries from
+  chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
   element of the thread's share of the chunk, LIVE_PER_CARRIED with its update's
-  temporaries; what exceeds the `register_budget` is stored and reloaded every chunk,
-  spill_s per register. Layernorm 4096x4096 (Welford), 64 elements a thread: ptxas spilled
-  a median of 124-149 registers on 1-8 warps and the loop ran 2.5-7x slower than at 32.
+  temporaries, and what exceeds the `register_budget` spills. Layernorm 4096x4096
+  (Welford), 64 elements a thread: ptxas spilled a median of 124-149 registers on 1-8 warps
+  and the loop ran 2.5-7x slower than at 32.
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
   waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
@@ -124,18 +130,19 @@ What it does not model (measured on the H200 against the ceiling search, see
 benchmarks/validate_model.py): per-config code generation of unpipelined chunk loops (at
 the same bytes per thread a row sum's chunk takes 110 to 860 ns by its rows x columns
 shape, and faster on 8 warps than on 2 in one kernel and not another: these configs are
-the model's worst, predicted up to 2.6x slow), a tile's fixed cost around a pipelined loop
+the model's worst, predicted up to 2.7x slow), a tile's fixed cost around a pipelined loop
 with few chunks (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the
-same config), the compiler's own spill decisions where they depart from the registers the
-carried values need (layernorm's loop of 4 chunks is unrolled and spills nothing at 64
-elements a thread without pipelining, 42-46 registers with it, where its other plans of that
-share spill 86-230; the worst held-out launches).
+same config), why a running max streams its copy-bound chunks at 60-80 GB/s per SM where a
+running sum streams at 100-120 (the fit's one copy rate leaves the row sums 15-20% slow),
+and, without a compiled binary (predict-only, the emulator), the compiler's own spill
+decisions (layernorm's loop of 4 chunks is unrolled and spills nothing at 64 elements a
+thread where its other plans of that share spill 86-230).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .kernel_work import Phase, kernel_phases, static_blocks
 from .spec import HardwareSpec
@@ -147,6 +154,8 @@ SMOOTH_MAX_POWER = 4.0
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
 WORD_STEPS = 8.0
+# Bytes a spilled register moves each chunk: stored, then reloaded (4 bytes each way).
+SPILL_BYTES = 8.0
 # Registers per element a chunk loop's carried value takes, with the temporaries of its
 # update: ptxas's own counts (n_regs + n_spills) for the Welford loops (three carried
 # values) of layernorm 4096x4096 and the variance over their 1,394 candidate plans on the
@@ -217,6 +226,10 @@ class LaunchFacts:
     transcendentals_per_element: float = 0.0
     scan_chunks: int = 0  # serial scan chunks per tile (0: no scan)
     phases: Sequence = ()  # PhaseFacts of one tile, in program order (a `Phases`)
+    # 4-byte words per thread the compiled kernel keeps in local memory (ptxas's spills,
+    # read off the binary the cuda target launched); None where nothing was compiled (the
+    # emulator, predict-only): the model then estimates them (`spilled_registers`).
+    compiled_spills: Optional[float] = None
 
     def __post_init__(self) -> None:
         # Facts read back from JSON carry their phases as lists of dicts.
@@ -361,6 +374,8 @@ TERMS: tuple[Term, ...] = (
     Term("scan_chunk_s", "one serial scan chunk"),
     Term("spill_s", "a chunk: per register a thread's chunk loop spills (stored and "
          "reloaded each chunk)"),
+    Term("spill_bandwidth", "bytes per second one SM's spilled registers stream (stored and "
+         "reloaded each chunk)", rate=True),
     Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
@@ -417,14 +432,40 @@ def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
 
 
 def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """Registers per thread a chunk loop needs beyond the thread's `register_budget`: each
-    value it carries from chunk to chunk is a register per element of the thread's share of
-    the chunk, LIVE_PER_CARRIED of them with the update's temporaries. A loop that runs once
-    carries nothing (the compiler folds its first-chunk case)."""
+    """Registers per thread a chunk loop spills, stored and reloaded every chunk: what
+    ptxas spilled where the kernel was compiled (`compiled_spills`), else an estimate: each
+    value the loop carries from chunk to chunk is a register per element of the thread's
+    share of the chunk, LIVE_PER_CARRIED of them with the update's temporaries, and what
+    exceeds the thread's `register_budget` spills. A loop that runs once carries nothing
+    (the compiler folds its first-chunk case).
+
+    The estimate misses the compiler's own decisions: ptxas unrolls layernorm's loop of four
+    chunks and spills nothing at 64 elements a thread where every other plan of that share
+    spills 86-230 registers, and the variance at 16 warps spills twice the estimate. Held
+    out, with ptxas's counts layernorm's rank correlation over its configs is 0.90, with the
+    estimate 0.80 (benchmarks/validate_model.py --registers)."""
     if not phase.looped or not phase.carried or phase.iterations <= 1:
         return 0.0
+    if facts.compiled_spills is not None:
+        return float(facts.compiled_spills)
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     return max(0.0, per_thread * phase.carried * LIVE_PER_CARRIED - register_budget(facts, spec))
+
+
+def _spill_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
+                 sharing: int) -> dict[str, float]:
+    """Seconds per tile a chunk loop's spilled registers cost: each thread's stores and
+    reloads wait on local memory (spill_s a register), or all the SM's threads together
+    stream them through it (spill_bandwidth), whichever is slower. The variance 2048x16384
+    on 16 warps, 32-64 elements a thread, spills 250-800 registers a thread (1-3 MB a chunk
+    on the SM: they go out to L2) and ran 4-9x slower than predicted per thread."""
+    spilled = spilled_registers(phase, facts, spec)
+    if not spilled:
+        return {}
+    threads = facts.num_warps * spec.warp_size
+    moved = phase.iterations * sharing * threads * spilled * SPILL_BYTES
+    return _smooth_max_by_field({"spill_s": phase.iterations * spilled * spec.spill_s},
+                                {"spill_bandwidth": _seconds_at(spec.spill_bandwidth, moved)})
 
 
 def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
@@ -515,9 +556,15 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, sharing, cached)
+    spill = _spill_terms(phase, facts, spec, sharing)
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
-    if phase.looped:  # the chunk loop's arithmetic hides under its loads, or they under it
-        parts = _smooth_max_by_field(memory, compute)
+    if phase.looped and phase.pipeline_stages == 1:
+        # The chunk loop's arithmetic hides under its loads, or they under it; its spilled
+        # registers go out and come back while its loads are waited on (layernorm at 64
+        # elements a thread: 0.75 ms measured, 1.2 predicted when they added).
+        parts = _smooth_max_by_field(memory, compute, spill)
+    elif phase.looped:  # a pipelined loop's loads are in flight already: spills add
+        parts = {**_smooth_max_by_field(memory, compute), **spill}
     else:  # the tile's arithmetic waits for its loads
         parts = {**memory, **compute}
     for field, seconds in parts.items():
@@ -525,7 +572,6 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s
         terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
-    terms["spill_s"] += steps * spilled_registers(phase, facts, spec) * spec.spill_s
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
     # A block scan's carries cross the warps one halving at a time, as a reduction's do.
     terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s * \

@@ -28,7 +28,7 @@ import torch
 from . import environment, perf_model
 from .findings import Finding
 from .spec import HardwareSpec, current_spec
-from .triton_launch import BinaryLauncher
+from .triton_launch import BinaryLauncher, compiled_spills
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # compared and hashed by identity: a cache key
@@ -62,6 +62,7 @@ class Outcome:
     measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
     occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
     occupancy: Optional[str] = None  # ... and its whole line
+    compiled_spills: Optional[int] = None  # ptxas's spilled words per thread (the cuda target)
 
 
 NOTHING_LEARNED = Outcome(findings=())  # a launch that counted, checked and timed nothing
@@ -139,6 +140,11 @@ class Target:
         """Median kernel time in seconds (targets with `can_time` only)."""
         raise NotImplementedError(f"gxusim target {self.name!r} cannot time kernels")
 
+    def compiled_spills(self, launch: KernelLaunch, args: Sequence[Any]) -> Optional[int]:
+        """Registers (4-byte words per thread) the launch's compiled binary spills; None
+        where this target compiles no binary."""
+        return None
+
 
 def launch_triton(launch: KernelLaunch, args: Sequence[Any]) -> None:
     launch.fn[launch.grid](*args, **launch.options())
@@ -153,6 +159,7 @@ class CudaTarget(Target):
 
     def __init__(self) -> None:
         self._launchers: dict[KernelLaunch, BinaryLauncher] = {}
+        self._learned: dict[KernelLaunch, Outcome] = {}  # per launch: its binary's counts
         self._partition: Optional[tuple[Optional[int], Any]] = None  # (SMs, green context)
 
     def _enter_partition(self, spec: HardwareSpec) -> None:
@@ -238,9 +245,16 @@ class CudaTarget(Target):
         if launcher is None:
             launcher = self._launchers[launch] = BinaryLauncher(launch.fn, launch.arg_names,
                                                                 launch.options())
-        launcher(launch.grid, args, self.raw_stream() if stream is None else stream)
-        return Outcome((), measured_s=self.time_launch(launch, args)) if timing_enabled() \
-            else NOTHING_LEARNED
+        binary = launcher(launch.grid, args, self.raw_stream() if stream is None else stream)
+        learned = self._learned.get(launch)
+        if learned is None:
+            # What the binary's loader read off it (Triton: local memory bytes / 4), the
+            # same for every specialization of one launch's options, as far as the model asks.
+            learned = self._learned[launch] = Outcome(
+                (), compiled_spills=getattr(binary, "n_spills", None))
+        if timing_enabled():
+            return dataclasses.replace(learned, measured_s=self.time_launch(launch, args))
+        return learned
 
     def time_launch(self, launch: KernelLaunch, args: Sequence[Any]) -> float:
         # do_bench records its events around the launches alone, after warm-up, and takes
@@ -250,6 +264,9 @@ class CudaTarget(Target):
         copies = launch.with_copies_of_written(args)
         return triton.testing.do_bench(lambda: launch_triton(launch, copies), warmup=5, rep=20,
                                        return_mode="median") / 1e3
+
+    def compiled_spills(self, launch: KernelLaunch, args: Sequence[Any]) -> Optional[int]:
+        return compiled_spills(launch.fn, launch.grid, args, launch.options())
 
 
 class HostStream:

@@ -10,8 +10,10 @@ is computed in C++ (`gxusim.device.native.launch_key`: 0.4 us against 2.6 in Pyt
 Triton internals used, checked against Triton 3.6 (GPU machine) and 3.9 (development
 machines): since 3.3, `CompiledKernel.run(grid_0, grid_1, grid_2, stream, function,
 packed_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, *bound_args)` with
-every parameter of the kernel, constexprs included, in signature order; and
-`triton.knobs.runtime.launch_enter_hook` / `launch_exit_hook` (profilers).
+every parameter of the kernel, constexprs included, in signature order;
+`triton.knobs.runtime.launch_enter_hook` / `launch_exit_hook` (profilers); and
+`CompiledKernel._init_handles()`, which loads the binary and sets `n_regs` and `n_spills`
+(local memory bytes / 4) from the loaded function.
 """
 from __future__ import annotations
 
@@ -49,14 +51,25 @@ class BinaryLauncher:
         if [p.name for p in fn.params][:len(runtime_args)] != list(runtime_args):
             raise TypeError(f"kernel {fn.__name__}: runtime arguments must come first")
 
-    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int) -> None:
+    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int) -> Any:
+        """Launch; returns the compiled binary that ran (its `n_regs`, `n_spills`)."""
         key = self.key(args)
         binary = self.binaries.get(key)
         if binary is None or _hooked(triton.knobs.runtime.launch_enter_hook) or \
                 _hooked(triton.knobs.runtime.launch_exit_hook):
             # First call of this specialization (compile, launch, keep the binary), or a
             # profiler hook that wants the JIT's launch metadata.
-            self.binaries[key] = self.fn[grid](*args, **self.options)
-            return
+            binary = self.binaries[key] = self.fn[grid](*args, **self.options)
+            return binary
         binary.run(grid[0], grid[1], grid[2], stream, binary.function, binary.packed_metadata,
                    None, None, None, *args, *self.trailing)
+        return binary
+
+
+def compiled_spills(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],
+                    options: dict[str, Any]) -> int:
+    """ptxas's spills (4-byte words per thread) of the binary these arguments and launch
+    options compile to: compiled (or found in Triton's cache) and loaded, not launched."""
+    binary = fn.warmup(*args, grid=grid, **options)
+    binary._init_handles()
+    return binary.n_spills

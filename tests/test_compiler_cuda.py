@@ -60,3 +60,23 @@ def test_stock_cuda_compilation_is_unchanged_by_gxusim():
     compiled = torch.compile(lambda a, b: (a + b).relu())
     torch.testing.assert_close(compiled(x, y), (x + y).relu())
     assert gxusim.launches() == [], "a plain CUDA graph went through the gxu launcher"
+
+
+def test_launch_records_carry_the_binarys_spills_and_calibration_samples_too():
+    """The cuda target reads ptxas's spills off each binary it launched: the launch
+    records' facts carry them, and the prediction uses them instead of the estimate."""
+    from gxusim import calibrate, perf_model
+    from gxusim.models import CASES
+    result = run_case(CASES["row_sum"], "gpu")
+    _check(result)
+    for launch in result.launches:
+        assert isinstance(launch.facts.compiled_spills, int) and launch.facts.compiled_spills >= 0
+        assert launch.predicted_s == pytest.approx(
+            perf_model.predict_seconds(launch.facts, gxusim.current_spec()))
+    spec = gxusim.load_spec("gxu-on-h200")
+    (program,) = [p for p in calibrate.PROGRAMS if p.name == "var 2048x16384"]
+    samples = calibrate.measure_program(program, spec)
+    spills = [s.facts.compiled_spills for s in samples]
+    assert all(isinstance(n, int) for n in spills)
+    # the sampled plans include some of 32-64 elements a thread, which ptxas spills
+    assert max(spills) > 0
