@@ -97,10 +97,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
   about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
 * **register spills** (any chunk loop of more than one chunk): what a thread spills is
-  stored and reloaded every chunk, spill_s per register a thread, or the SM's rate
-  (spill_bandwidth) over all its threads' spilled bytes, whichever is slower (the variance
-  on 16 warps spills 1-3 MB a chunk on the SM). An unpipelined loop's spills overlap its
-  load wait (smooth max); a pipelined loop's add to its copies. How many registers spill:
+  stored and reloaded every chunk, spill_s per register. An unpipelined loop's spills
+  overlap its load wait (smooth max); a pipelined loop's add to its copies. How many
+  registers spill:
   ptxas's count where the kernel was compiled (the cuda target reads it off the binary it
   launched, `LaunchFacts.compiled_spills`), else an estimate: a value the loop carries from
   chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
@@ -109,7 +108,10 @@ the body of each `tl.range` loop over a reduction's chunks):
   (Welford), 64 elements a thread: ptxas spilled a median of 124-149 registers on 1-8 warps
   and the loop ran 2.5-7x slower than at 32.
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
-  through shared memory); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
+  through shared memory), plus row_reduction_s per row each warp reduces (its lanes meet in
+  a tree of shuffles, one tree a row: the persistent row sum 1M x 128 on 2-8 warps, 16 rows
+  a warp, ran 1.5-2.6x slower than predicted when a reduction cost the same for any rows;
+  fitted 25 ns, about five shuffle-and-add steps); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
   waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
   seed's cumsum at 16 warps, 900 ns a chunk, had been predicted at half that).
 
@@ -154,8 +156,6 @@ SMOOTH_MAX_POWER = 4.0
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
 WORD_STEPS = 8.0
-# Bytes a spilled register moves each chunk: stored, then reloaded (4 bytes each way).
-SPILL_BYTES = 8.0
 # Registers per element a chunk loop's carried value takes, with the temporaries of its
 # update: ptxas's own counts (n_regs + n_spills) for the Welford loops (three carried
 # values) of layernorm 4096x4096 and the variance over their 1,394 candidate plans on the
@@ -185,6 +185,7 @@ class PhaseFacts:
     load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
+    reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
 
 
 class Phases(list):
@@ -312,6 +313,7 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
+        reduced_rows=size["x"] * size["y"] if phase.reductions else 1,
         looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
@@ -371,11 +373,10 @@ TERMS: tuple[Term, ...] = (
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
     Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
+    Term("row_reduction_s", "one block reduction: per row a warp reduces (its lanes' shuffles)"),
     Term("scan_chunk_s", "one serial scan chunk"),
     Term("spill_s", "a chunk: per register a thread's chunk loop spills (stored and "
          "reloaded each chunk)"),
-    Term("spill_bandwidth", "bytes per second one SM's spilled registers stream (stored and "
-         "reloaded each chunk)", rate=True),
     Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
@@ -450,22 +451,6 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
         return float(facts.compiled_spills)
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     return max(0.0, per_thread * phase.carried * LIVE_PER_CARRIED - register_budget(facts, spec))
-
-
-def _spill_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                 sharing: int) -> dict[str, float]:
-    """Seconds per tile a chunk loop's spilled registers cost: each thread's stores and
-    reloads wait on local memory (spill_s a register), or all the SM's threads together
-    stream them through it (spill_bandwidth), whichever is slower. The variance 2048x16384
-    on 16 warps, 32-64 elements a thread, spills 250-800 registers a thread (1-3 MB a chunk
-    on the SM: they go out to L2) and ran 4-9x slower than predicted per thread."""
-    spilled = spilled_registers(phase, facts, spec)
-    if not spilled:
-        return {}
-    threads = facts.num_warps * spec.warp_size
-    moved = phase.iterations * sharing * threads * spilled * SPILL_BYTES
-    return _smooth_max_by_field({"spill_s": phase.iterations * spilled * spec.spill_s},
-                                {"spill_bandwidth": _seconds_at(spec.spill_bandwidth, moved)})
 
 
 def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
@@ -556,7 +541,8 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, sharing, cached)
-    spill = _spill_terms(phase, facts, spec, sharing)
+    spilled = spilled_registers(phase, facts, spec)
+    spill = {"spill_s": steps * spilled * spec.spill_s} if spilled else {}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
     if phase.looped and phase.pipeline_stages == 1:
         # The chunk loop's arithmetic hides under its loads, or they under it; its spilled
@@ -573,6 +559,8 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s
         terms["layout_sync_s"] += steps * spec.layout_sync_s  # its barriers, once a tile
     terms["reduction_s"] += phase.reductions * spec.reduction_s * (1 + math.log2(facts.num_warps))
+    terms["row_reduction_s"] += phase.reductions * spec.row_reduction_s * \
+        max(1.0, phase.reduced_rows / facts.num_warps)
     # A block scan's carries cross the warps one halving at a time, as a reduction's do.
     terms["scan_chunk_s"] += steps * phase.scans * spec.scan_chunk_s * \
         (1 + math.log2(facts.num_warps))

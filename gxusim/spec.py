@@ -51,11 +51,11 @@ class HardwareSpec:
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     spill_s: float = 1.0e-8  # a chunk: per register a thread's chunk loop spills
-    spill_bandwidth: float = 5.0e10  # bytes/s one SM's spilled registers stream (0: no limit)
     run_issue_s: float = 4.0e-10  # a pipelined chunk: per contiguous run its copies touch
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
+    row_reduction_s: float = 2.0e-8  # one block reduction: per row a warp reduces
     layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
@@ -86,8 +86,8 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
                 "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
                 "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",
-                "layout_convert_s", "layout_sync_s", "reduction_s")
+                "async_copy_bandwidth", "run_issue_s", "spill_s",
+                "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
