@@ -443,8 +443,8 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     The estimate misses the compiler's own decisions: ptxas unrolls layernorm's loop of four
     chunks and spills nothing at 64 elements a thread where every other plan of that share
     spills 86-230 registers, and the variance at 16 warps spills twice the estimate. Held
-    out, with ptxas's counts layernorm's rank correlation over its configs is 0.90, with the
-    estimate 0.80 (benchmarks/validate_model.py --registers)."""
+    out, with ptxas's counts layernorm's rank correlation over its configs is 0.91, with the
+    estimate 0.81-0.83 (benchmarks/validate_model.py --registers)."""
     if not phase.looped or not phase.carried or phase.iterations <= 1:
         return 0.0
     if facts.compiled_spills is not None:
