@@ -227,6 +227,14 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         return None
 
 
+def compile_in_this_process() -> None:
+    """Inductor compiles kernels in the calling process and starts no pool of compile
+    workers: for a worker process holding one CPU, where such a pool would import torch
+    again on that CPU (`compile_threads` is read when Inductor is imported, so a forked
+    worker sets it here, not through TORCHINDUCTOR_COMPILE_THREADS)."""
+    inductor_config.compile_threads = 1
+
+
 def _device_type(node: object) -> str | None:
     """The device type of a graph output (None for a symbolic size returned as a value)."""
     try:

@@ -207,9 +207,15 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
+# A module constant, not the enum looked up in `type_`: Dynamo traces `type_` (the current
+# stream, asked inside compiled frames) and cannot trace an attribute of that pybind enum
+# class, which cost every compile a failed frame (half a small model's predict-only time).
+_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
+
+
 class _DeviceGuard(torch._C._acc.DeviceGuard):
     def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
+        return _PRIVATEUSE1
 
 
 @once

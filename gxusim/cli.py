@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
+
+SAVE_EVERY_S = 5.0  # a running sweep's --json file is rewritten at most this often
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -83,12 +87,16 @@ def _sweep(args: argparse.Namespace) -> int:
     scales = args.sizes or [args.scale]
     json_path = Path(args.json) if args.json else None
     done = sweep.load(json_path) if args.resume and json_path and json_path.exists() else []
-    saved = list(done)
+    saved, last_save = list(done), time.monotonic()
 
     def save_progress(row: dict) -> None:  # an interrupted sweep keeps what it finished
+        nonlocal last_save
         saved.append(row)
-        if json_path is not None:
+        # Every few seconds, not every row: rewriting a long sweep's file per row costs
+        # seconds of the CPU its runs need. Ctrl-C saves them all (below).
+        if json_path is not None and time.monotonic() - last_save > SAVE_EVERY_S:
             sweep.save(saved, json_path)
+            last_save = time.monotonic()
 
     try:
         rows = sweep.sweep(args.models, args.policies, scales, train=args.train,
@@ -97,14 +105,26 @@ def _sweep(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"gxusim sweep: {error}", file=sys.stderr)
         return 2
+    finally:
+        if json_path is not None and len(saved) > len(done):
+            sweep.save(saved, json_path)
     return _show(rows, args)
 
 
 def _runner(args: argparse.Namespace):
-    if args.ray is None:
-        return None
     from gxusim import distributed
-    return distributed.ray_runner(None if args.ray == "local" else args.ray)
+    if args.ray is not None:
+        if args.jobs is not None:
+            raise ValueError("--jobs and --ray: choose one (--jobs runs on this machine's "
+                             "cores, --ray on the cluster's)")
+        return distributed.ray_runner(None if args.ray == "local" else args.ray)
+    jobs = args.jobs if args.jobs is not None else _cpus() if args.predict_only else 1
+    return distributed.local_runner(jobs) if jobs != 1 else None
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -269,6 +289,9 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                        help="run each (model, size) as a Ray task: on a local cluster, or "
                             "on the cluster at ADDRESS (needs pip install 'gxusim[ray]')")
+    sweep.add_argument("--jobs", type=int, metavar="N",
+                       help="predict-only: runs at once, each in a process of this machine "
+                            "(default: one per CPU; compiling is all a run does)")
     sweep.add_argument("--plot", help="save a bar chart (PNG)")
     sweep.set_defaults(run=_sweep)
     report = commands.add_parser("report", help="tables, plots and an HTML report of a "

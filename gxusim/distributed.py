@@ -1,6 +1,7 @@
 """Sweeps and calibration on Ray: each run of a sweep (one model at one size), or each
 calibration program, is a Ray task, on a local cluster's cores or on a remote cluster's
-machines and GPUs.
+machines and GPUs. Predict-only sweeps also run on this machine's cores without Ray
+(`local_runner`, `gxusim sweep --jobs N`).
 
 `map_on_ray(function, items, ...)` is the one mechanism: it calls `function(item, *args)` for
 every item as a task, in a worker that first takes on the driver's target, spec and
@@ -23,11 +24,21 @@ Failures: a task whose worker process dies is retried (`MAX_RETRIES`); one that 
 or whose worker cannot take on the driver's settings, yields its error in place of a result
 (a sweep makes it one error row per policy and goes on). Leaving early (Ctrl-C) cancels the
 tasks still outstanding and stops the GPU workers.
+
+`local_runner(jobs)`: a predict-only sweep's time is all Inductor compiling, one run per CPU
+at a time, so `jobs` worker processes of this machine run `jobs` runs at once. Workers are
+forked from the driver on Linux (they start with its imports: no second torch import) and
+spawned elsewhere; each takes on the driver's target and spec as Ray's workers do. A worker
+that dies breaks its pool: the runs it left unfinished are retried one at a time, each in a
+pool of its own, so only the run that kills its worker becomes error rows.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import multiprocessing
 import os
+import sys
 from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 from tqdm import tqdm
@@ -96,6 +107,96 @@ def ray_runner(address: Optional[str] = None, execute: Execute = sweep.execute) 
                 yield rows
 
     return run_on_ray
+
+
+def local_runner(jobs: int, execute: Execute = sweep.execute) -> Runner:
+    """A runner for predict-only sweeps on `jobs` worker processes of this machine (see the
+    module's docstring); it refuses other sweeps, whose runs execute kernels: the emulator
+    already uses every core for one kernel, the cuda target times kernels one at a time on
+    its GPU. `execute` is what each worker calls (tests give one that crashes)."""
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, not {jobs}")
+
+    def run_locally(runs: list[sweep.Run], policies: Sequence[str], predict_only: bool
+                    ) -> Iterator[list[dict]]:
+        if not predict_only:
+            raise ValueError(f"--jobs {jobs}: runs in parallel processes are for "
+                             "--predict-only sweeps (the emulator already runs each kernel "
+                             "on every core, the cuda target times kernels on one GPU); "
+                             "use --ray to spread other sweeps")
+        call = (execute, list(policies), current_target(), current_spec().as_dict())
+        # The first pool forks its workers before the progress bar starts its thread.
+        first = _submitted(runs, call, jobs)
+        with tqdm(total=len(runs), desc="sweep", unit="run", disable=not runs) as bar:
+            unfinished = yield from _finished_rows(*first, policies, bar)
+            for run in unfinished:  # a worker died: each of these alone finds the culprit
+                if (yield from _finished_rows(*_submitted([run], call, 1), policies, bar)):
+                    error = RuntimeError("its worker process died (a crash, or the OOM killer)")
+                    bar.update()
+                    yield [sweep._failed(run, policy, "predict", error) for policy in policies]
+
+    return run_locally
+
+
+def _submitted(runs: list[sweep.Run], call: tuple, jobs: int
+               ) -> tuple[concurrent.futures.ProcessPoolExecutor, dict]:
+    """A pool of `jobs` workers with every run submitted: (the pool, future -> run)."""
+    execute, policies, target, spec_fields = call
+    method = "fork" if sys.platform == "linux" else "spawn"
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max(1, min(jobs, len(runs))), mp_context=multiprocessing.get_context(method),
+        initializer=_start_local_worker)
+    return pool, {pool.submit(_call_in_worker, execute, run, (policies, True), target,
+                              spec_fields): run for run in runs}
+
+
+def _finished_rows(pool: concurrent.futures.ProcessPoolExecutor, futures: dict,
+                   policies: Sequence[str], bar: tqdm) -> Iterator[list[dict]]:
+    """Yields the rows of each run as the pool finishes it; returns the runs left
+    unfinished, in their order, when a worker died (which breaks the pool)."""
+    unfinished, completed = [], False
+    try:
+        for future in _as_completed(futures):
+            try:
+                rows = future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                unfinished.append(futures[future])
+                continue
+            except Exception as error:  # it raised, or could not take on target or spec
+                rows = [sweep._failed(futures[future], policy, "predict", error)
+                        for policy in policies]
+            bar.update()
+            yield rows
+        completed = True
+    finally:
+        if not completed:  # Ctrl-C or a caller that stopped early: stop the runs going on
+            _terminate_workers(pool)
+        pool.shutdown(cancel_futures=True)
+    order = list(futures.values())
+    return sorted(unfinished, key=order.index)
+
+
+def _as_completed(futures: dict) -> Iterator[concurrent.futures.Future]:
+    # Bounded waits, as on Ray: a main thread blocked on a future may not see Ctrl-C.
+    pending = set(futures)
+    while pending:
+        done, pending = concurrent.futures.wait(pending, timeout=WAIT_S,
+                                                return_when=concurrent.futures.FIRST_COMPLETED)
+        yield from done
+
+
+def _terminate_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    if hasattr(pool, "terminate_workers"):  # Python 3.14
+        pool.terminate_workers()
+        return
+    # Before 3.14 the executor has no public way to stop a call that is running.
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+def _start_local_worker() -> None:
+    from .compiler.inductor_registration import compile_in_this_process
+    compile_in_this_process()
 
 
 def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,

@@ -326,3 +326,19 @@ def test_pipelining_rewrite_leaves_loopless_kernels_alone_and_refuses_an_unknown
               "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):\n        pass\n")
     with pytest.raises(RuntimeError, match="inductor_codegen.py"):
         pipelined_chunk_loops(looped)  # the loop is there, the R0_BLOCK parameter is not
+
+
+
+def test_a_predicted_model_compiles_without_frames_dynamo_cannot_trace():
+    """Predict-only traces with the device's hooks inside the frame (the current stream,
+    through the device guard): a frame Dynamo could not trace there cost every compile a
+    failed trace, half a small model's predict-only time."""
+    from gxusim.models import CASES
+    from gxusim.predict import predict_case
+    torch._dynamo.utils.counters.clear()
+    launches, = predict_case(CASES["add_relu"], 1 << 20, ["gxu"])
+    assert len(launches) == 1
+    counters = torch._dynamo.utils.counters
+    assert dict(counters["unimplemented"]) == {}  # what Dynamo could not trace
+    assert counters["frames"]["ok"] == counters["frames"]["total"]
+    assert counters["stats"]["unique_graphs"] == 1

@@ -1,5 +1,6 @@
 """Sweeps on Ray (gxusim.distributed): the rows of a local sweep, a shared cache, worker
-crashes retried, Ctrl-C cancelling, the CLI's --ray, and a clear error without Ray.
+crashes retried, Ctrl-C cancelling, the CLI's --ray, and a clear error without Ray. And
+predict-only sweeps on local worker processes (`local_runner`, `--jobs`), which need no Ray.
 
 One local cluster (2 CPUs) serves the module; tests that need Ray skip without it. Tests
 that kill workers come last: a new worker costs seconds (it imports torch and gxusim). The
@@ -388,3 +389,73 @@ def test_without_ray_a_sweep_runs_and_ray_gives_a_clear_error(monkeypatch, tmp_p
     assert main(sweep_args + ["--json", str(tmp_path / "sweep.json")]) == 0
     assert main(sweep_args + ["--ray"]) == 2
     assert "pip install 'gxusim[ray]'" in capsys.readouterr().err
+
+
+class RaisingOn:
+    """`raising_on` as a module-level class: the local runner pickles what workers call."""
+
+    def __init__(self, model: str, dies: bool = False, sleeps: bool = False):
+        self.model, self.dies, self.sleeps = model, dies, sleeps
+
+    def __call__(self, run, policies, predict_only):
+        if run.model == self.model:
+            if self.sleeps:
+                time.sleep(120)
+            if self.dies:
+                os._exit(1)
+            raise ValueError(f"no {self.model} here")
+        return sweep.execute(run, policies, predict_only)
+
+
+def test_a_predict_only_sweep_on_local_workers_gives_the_local_rows(local_predicted):
+    rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True,
+                       runner=distributed.local_runner(2))
+    assert untimed(rows) == untimed(local_predicted)
+    assert {row["target"] for row in rows} == {"predict"}
+
+
+def test_a_spec_reaches_the_local_workers():
+    spec = gxusim.current_spec().replace(name="slow-dram", mem_bandwidth=1e9)
+    with gxusim.use_spec(spec):
+        local = sweep.sweep(["add_relu"], ["gxu"], [1 << 20], predict_only=True)
+        rows = sweep.sweep(["add_relu"], ["gxu"], [1 << 20], predict_only=True,
+                           runner=distributed.local_runner(2))
+    assert rows[0]["spec"] == "slow-dram" and untimed(rows) == untimed(local)
+
+
+def test_a_local_run_that_raises_or_whose_worker_dies_is_error_rows_and_the_sweep_goes_on(
+        local_predicted):
+    """A worker that dies breaks its pool: the runs it left are retried alone, so only the
+    run that kills its worker becomes error rows."""
+    row_sum = untimed([row for row in local_predicted
+                       if row["model"] == "row_sum" and row["scale"] == 1024])
+    for execute, error in ((RaisingOn("add_relu"), "ValueError: no add_relu here"),
+                           (RaisingOn("add_relu", dies=True), "RuntimeError: its worker process "
+                                                              "died (a crash, or the OOM killer)")):
+        rows = sweep.sweep(MODELS, POLICIES, [1024], predict_only=True,
+                           runner=distributed.local_runner(2, execute=execute))
+        assert [row["error"] for row in rows[:2]] == [error] * 2
+        assert untimed(rows[2:]) == row_sum
+
+
+def test_ctrl_c_stops_the_local_workers():
+    runner = distributed.local_runner(2, execute=RaisingOn("add_relu", sleeps=True))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Timer(3, _thread.interrupt_main).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.sweep(["add_relu"], POLICIES, SIZES, predict_only=True, runner=runner)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - started < 30  # the sleeping runs were stopped, not waited for
+
+
+def test_local_workers_are_for_predict_only_sweeps_and_the_cli_says_so(capsys):
+    with pytest.raises(ValueError, match="--jobs must be at least 1"):
+        distributed.local_runner(0)
+    sweep_args = ["sweep", "add_relu", "--sizes", "1024"]
+    assert main(sweep_args + ["--jobs", "2"]) == 2
+    assert "for --predict-only sweeps" in capsys.readouterr().err
+    assert main(sweep_args + ["--predict-only", "--jobs", "2", "--ray"]) == 2
+    assert "--jobs and --ray: choose one" in capsys.readouterr().err
