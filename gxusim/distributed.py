@@ -25,12 +25,13 @@ or whose worker cannot take on the driver's settings, yields its error in place 
 (a sweep makes it one error row per policy and goes on). Leaving early (Ctrl-C) cancels the
 tasks still outstanding and stops the GPU workers.
 
-`local_runner(jobs)`: a predict-only sweep's time is all Inductor compiling, one run per CPU
-at a time, so `jobs` worker processes of this machine run `jobs` runs at once. Workers are
-forked from the driver on Linux (they start with its imports: no second torch import) and
-spawned elsewhere; each takes on the driver's target and spec as Ray's workers do. A worker
-that dies breaks its pool: the runs it left unfinished are retried one at a time, each in a
-pool of its own, so only the run that kills its worker becomes error rows.
+`local_runner(jobs)`: a predict-only sweep's time is all Inductor compiling, one run per
+CPU at a time, so `jobs` worker processes of this machine run `jobs` runs at once. Workers
+are forked from the driver on Linux (they start with its imports: no second torch import)
+unless the driver has initialised CUDA, and spawned otherwise; each takes on the driver's
+target and spec as Ray's workers do. A worker that dies breaks its pool: the runs it left
+unfinished are retried one at a time, each in a pool of its own, so only the run that kills
+its worker becomes error rows.
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def _submitted(runs: list[sweep.Run], call: tuple, jobs: int
                ) -> tuple[concurrent.futures.ProcessPoolExecutor, dict]:
     """A pool of `jobs` workers with every run submitted: (the pool, future -> run)."""
     execute, policies, target, spec_fields = call
-    method = "fork" if sys.platform == "linux" else "spawn"
+    method = "fork" if _can_fork() else "spawn"
     pool = concurrent.futures.ProcessPoolExecutor(
         max(1, min(jobs, len(runs))), mp_context=multiprocessing.get_context(method),
         initializer=_start_local_worker)
@@ -174,6 +175,15 @@ def _finished_rows(pool: concurrent.futures.ProcessPoolExecutor, futures: dict,
         pool.shutdown(cancel_futures=True)
     order = list(futures.values())
     return sorted(unfinished, key=order.index)
+
+
+def _can_fork() -> bool:
+    """Whether workers may be forked: on Linux (elsewhere forking a process that has loaded
+    system frameworks is unsafe), and only while this process has not initialised CUDA (a
+    forked child cannot use it then, and predict-only on the cuda target asks it for
+    streams and properties)."""
+    import torch
+    return sys.platform == "linux" and not torch.cuda.is_initialized()
 
 
 def _as_completed(futures: dict) -> Iterator[concurrent.futures.Future]:

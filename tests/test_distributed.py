@@ -407,7 +407,14 @@ class RaisingOn:
         return sweep.execute(run, policies, predict_only)
 
 
-def test_a_predict_only_sweep_on_local_workers_gives_the_local_rows(local_predicted):
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_predict_only_sweep_on_local_workers_gives_the_local_rows(start, local_predicted,
+                                                                     monkeypatch):
+    """Forked workers where the driver may fork (Linux, CUDA not initialised), else spawned
+    (macOS, Windows, a driver that has used CUDA): the same rows either way."""
+    if start == "fork" and not distributed._can_fork():
+        pytest.skip("this process cannot fork its workers (not Linux, or CUDA initialised)")
+    monkeypatch.setattr(distributed, "_can_fork", lambda: start == "fork")
     rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True,
                        runner=distributed.local_runner(2))
     assert untimed(rows) == untimed(local_predicted)
