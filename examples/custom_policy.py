@@ -26,9 +26,11 @@ class Wide(gxusim.Heuristics):
         return ReductionConfig(xblock=1, rblock=1024, num_warps=8)
 
 
-gxusim.use_heuristics(Wide())
-x = torch.randn(4_000_000, device="gxu")
-y = torch.compile(lambda t: (t * 2).relu() + t.sum())(x)
-for launch in gxusim.launches():
-    print(launch.describe())
-torch.testing.assert_close(y.cpu(), (x.cpu() * 2).relu() + x.cpu().sum(), rtol=1e-4, atol=1e-2)
+if __name__ == "__main__":  # imported as a policy (`--policies examples.custom_policy:Wide`): no demo
+    gxusim.use_heuristics(Wide())
+    x = torch.randn(4_000_000, device="gxu")
+    y = torch.compile(lambda t: (t * 2).relu() + t.sum())(x)
+    for launch in gxusim.launches():
+        print(launch.describe())
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2).relu() + x.cpu().sum(), rtol=1e-4,
+                               atol=1e-2)

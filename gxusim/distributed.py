@@ -28,7 +28,7 @@ tasks still outstanding and stops the GPU workers.
 `local_runner(jobs)`: a predict-only sweep's time is all Inductor compiling, one run per
 CPU at a time, so `jobs` worker processes of this machine run `jobs` runs at once. Workers
 are forked from the driver on Linux (they start with its imports: no second torch import)
-unless the driver has initialised CUDA, and spawned otherwise; each takes on the driver's
+where torch is built without CUDA, and spawned otherwise; each takes on the driver's
 target and spec as Ray's workers do. A worker that dies breaks its pool: the runs it left
 unfinished are retried one at a time, each in a pool of its own, so only the run that kills
 its worker becomes error rows.
@@ -179,11 +179,12 @@ def _finished_rows(pool: concurrent.futures.ProcessPoolExecutor, futures: dict,
 
 def _can_fork() -> bool:
     """Whether workers may be forked: on Linux (elsewhere forking a process that has loaded
-    system frameworks is unsafe), and only while this process has not initialised CUDA (a
-    forked child cannot use it then, and predict-only on the cuda target asks it for
-    streams and properties)."""
+    system frameworks is unsafe) with a torch built without CUDA. With CUDA in the build, a
+    forked child cannot use it once the driver has so much as counted its GPUs (which the
+    cuda target's setup does; `torch.cuda.is_initialized()` still says False then), and
+    predict-only on the cuda target asks CUDA for streams and properties."""
     import torch
-    return sys.platform == "linux" and not torch.cuda.is_initialized()
+    return sys.platform == "linux" and not torch.backends.cuda.is_built()
 
 
 def _as_completed(futures: dict) -> Iterator[concurrent.futures.Future]:

@@ -21,6 +21,7 @@ from typing import Sequence
 from . import launch as launch_records
 from .compiler import Heuristics, current_heuristics, use_heuristics
 from .compiler.launcher import predict_only
+from .compiler.policies import resolve_policy
 from .compiler.plan import PolicyError
 from .launch import Launch
 from .models import Case, Scale
@@ -44,6 +45,8 @@ def predict_case(case: Case, scale: Scale, policies: Sequence[str | Heuristics],
     `scale`, predicted on the active spec without running anything (target "predict"), or
     the error that policy met. The graph is compiled once: policies plan at launch time."""
     torch._dynamo.reset()  # each size is its own static-shape graph, never a recompile limit
+    # Before FakeTensorMode: a vendor's policy module is imported (and runs) with real tensors.
+    resolved = [resolve_policy(policy) for policy in policies]
     caller_policy, caller_launches = current_heuristics(), launch_records.launches()
     results: list[list[Launch] | Exception] = []
     try:
@@ -55,7 +58,7 @@ def predict_case(case: Case, scale: Scale, policies: Sequence[str | Heuristics],
             inputs = [torch.empty(shape, dtype=torch.int64 if case.vocabulary else dtype)
                       for shape in case.shapes(scale)]
             compiled = torch.compile(model, dynamic=False)
-            for policy in policies:
+            for policy in resolved:
                 launch_records.clear_launches()
                 try:
                     use_heuristics(policy)

@@ -410,15 +410,26 @@ class RaisingOn:
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_a_predict_only_sweep_on_local_workers_gives_the_local_rows(start, local_predicted,
                                                                      monkeypatch):
-    """Forked workers where the driver may fork (Linux, CUDA not initialised), else spawned
-    (macOS, Windows, a driver that has used CUDA): the same rows either way."""
+    """Forked workers where the driver may fork (Linux, torch without CUDA), else spawned
+    (macOS, Windows, a CUDA build of torch): the same rows either way."""
     if start == "fork" and not distributed._can_fork():
-        pytest.skip("this process cannot fork its workers (not Linux, or CUDA initialised)")
+        pytest.skip("this process cannot fork its workers (not Linux, or torch has CUDA)")
     monkeypatch.setattr(distributed, "_can_fork", lambda: start == "fork")
     rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True,
                        runner=distributed.local_runner(2))
     assert untimed(rows) == untimed(local_predicted)
     assert {row["target"] for row in rows} == {"predict"}
+
+
+def test_spawned_workers_import_a_vendor_policy_as_the_driver_does(monkeypatch):
+    """A spawned worker imports the vendor's module itself, outside FakeTensorMode (the
+    example's module once ran its demo on import, which fails on fake tensors)."""
+    monkeypatch.setattr(distributed, "_can_fork", lambda: False)
+    policies = ["examples.custom_policy:Wide"]
+    local = sweep.sweep(["add_relu"], policies, [4096], predict_only=True)
+    rows = sweep.sweep(["add_relu"], policies, [4096], predict_only=True,
+                       runner=distributed.local_runner(2))
+    assert rows[0]["error"] is None and untimed(rows) == untimed(local)
 
 
 def test_a_spec_reaches_the_local_workers():
