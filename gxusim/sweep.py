@@ -151,17 +151,30 @@ def sweep(models: Sequence[str], policies: Sequence[str], scales: Sequence[Scale
     finished = {row_key(row): row for row in done}
     runs = [run for run in plan_runs(models, scales, train)
             if any(run.key(p) not in finished for p in policies)]
-    results = (runner or _local_runner)(runs, policies, predict_only)
+    # Sizes that give a model the same input shapes (batches rounded up to one) would
+    # compile and run the same graph: it runs once, and each of those sizes gets its rows.
+    alike: dict[tuple, list[Run]] = {}
+    for run in runs:
+        alike.setdefault(_shapes_key(run), []).append(run)
+    results = (runner or _local_runner)([same[0] for same in alike.values()], policies,
+                                        predict_only)
     try:
         for rows in results:
-            for row in rows:
-                finished[row_key(row)] = row
-                if on_row is not None:
-                    on_row(row)
+            for run in alike[_shapes_key(Run(rows[0]["model"], rows[0]["scale"],
+                                             rows[0]["train"]))]:
+                for row in rows:
+                    row = {**row, "scale": run.scale}
+                    finished[row_key(row)] = row
+                    if on_row is not None:
+                        on_row(row)
     finally:  # interrupted (Ctrl-C): a runner elsewhere cancels the runs still queued
         getattr(results, "close", lambda: None)()
     order = [run.key(p) for run in plan_runs(models, scales, train) for p in policies]
     return [finished[key] for key in order if key in finished]
+
+
+def _shapes_key(run: Run) -> tuple:
+    return run.model, CASES[run.model].shapes(run.scale), run.train
 
 
 def _local_runner(runs: list[Run], policies: Sequence[str], predict_only: bool

@@ -115,6 +115,23 @@ def test_resume_keeps_finished_rows_and_runs_only_the_rest():
     assert rows[:2] == first and [r["model"] for r in seen] == ["row_sum", "row_sum"]
 
 
+def test_sizes_that_give_the_same_shapes_run_once_and_each_gets_its_rows():
+    """A transformer block's batch of 64x64 tokens: 1K and 4K elements are both one batch."""
+    executed = []
+
+    def runner(runs, policies, predict_only):
+        executed.extend(runs)
+        return (sweep.execute(run, policies, predict_only) for run in runs)
+
+    rows = sweep.sweep(["transformer_block"], ["seed", "gxu"], [1024, 4096, 8192],
+                       predict_only=True, runner=runner)
+    assert [run.scale for run in executed] == [1024, 8192]
+    assert [(r["scale"], r["size"], r["policy"]) for r in rows] == [
+        (1024, 4096, "seed"), (1024, 4096, "gxu"), (4096, 4096, "seed"), (4096, 4096, "gxu"),
+        (8192, 8192, "seed"), (8192, 8192, "gxu")]
+    assert [{**r, "scale": None} for r in rows[:2]] == [{**r, "scale": None} for r in rows[2:4]]
+
+
 def test_sweep_cli_takes_sizes_vendor_policies_and_writes_json(tmp_path, capsys):
     path = tmp_path / "rows.json"
     assert main(["sweep", "add_relu", "--policies", "seed", "examples.custom_policy:Wide",
