@@ -15,8 +15,9 @@ Nothing here changes how cpu or cuda tensors compile: every hook is keyed by dev
 """
 from __future__ import annotations
 
+import contextlib
 import types
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch._dynamo import device_interface as dynamo_devices
@@ -227,12 +228,15 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         return None
 
 
-def compile_in_this_process() -> None:
-    """Inductor compiles kernels in the calling process and starts no pool of compile
-    workers: for a worker process holding one CPU, where such a pool would import torch
-    again on that CPU (`compile_threads` is read when Inductor is imported, so a forked
-    worker sets it here, not through TORCHINDUCTOR_COMPILE_THREADS)."""
-    inductor_config.compile_threads = 1
+@contextlib.contextmanager
+def kernels_loaded_in_this_process() -> Iterator[None]:
+    """Within the block Inductor loads the kernels it generates in the calling process, not
+    through its pool of compile workers. A gxu kernel is compiled by Triton at its first
+    launch (`compiler.launcher`), so for gxu the pool only loads the kernel's source in
+    another process and sends it back, to be loaded again here: a tenth of a predict-only
+    run's time, and in a worker process holding one CPU, a pool importing torch again."""
+    with inductor_config.patch(compile_threads=1):
+        yield
 
 
 def _device_type(node: object) -> str | None:

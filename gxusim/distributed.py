@@ -145,8 +145,7 @@ def _submitted(runs: list[sweep.Run], call: tuple, jobs: int
     execute, policies, target, spec_fields = call
     method = "fork" if _can_fork() else "spawn"
     pool = concurrent.futures.ProcessPoolExecutor(
-        max(1, min(jobs, len(runs))), mp_context=multiprocessing.get_context(method),
-        initializer=_start_local_worker)
+        max(1, min(jobs, len(runs))), mp_context=multiprocessing.get_context(method))
     return pool, {pool.submit(_call_in_worker, execute, run, (policies, True), target,
                               spec_fields): run for run in runs}
 
@@ -203,11 +202,6 @@ def _terminate_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     # Before 3.14 the executor has no public way to stop a call that is running.
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         process.terminate()
-
-
-def _start_local_worker() -> None:
-    from .compiler.inductor_registration import compile_in_this_process
-    compile_in_this_process()
 
 
 def map_on_ray(function: Callable[..., Any], items: Sequence[Any], *args: Any,

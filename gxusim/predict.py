@@ -20,6 +20,7 @@ from typing import Sequence
 
 from . import launch as launch_records
 from .compiler import Heuristics, current_heuristics, use_heuristics
+from .compiler.inductor_registration import kernels_loaded_in_this_process
 from .compiler.launcher import predict_only
 from .compiler.policies import resolve_policy
 from .compiler.plan import PolicyError
@@ -51,7 +52,7 @@ def predict_case(case: Case, scale: Scale, policies: Sequence[str | Heuristics],
     results: list[list[Launch] | Exception] = []
     try:
         with FakeTensorMode(allow_non_fake_inputs=False), torch.device("gxu"), \
-                warnings.catch_warnings(), predict_only():
+                warnings.catch_warnings(), predict_only(), kernels_loaded_in_this_process():
             # Autograd peeks at fake storages' data pointers: harmless here, and noisy.
             warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
             model = _fake_model(case, dtype)
