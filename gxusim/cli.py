@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -118,13 +117,9 @@ def _runner(args: argparse.Namespace):
             raise ValueError("--jobs and --ray: choose one (--jobs runs on this machine's "
                              "cores, --ray on the cluster's)")
         return distributed.ray_runner(None if args.ray == "local" else args.ray)
-    jobs = args.jobs if args.jobs is not None else _cpus() if args.predict_only else 1
+    jobs = args.jobs if args.jobs is not None else \
+        distributed.usable_cpus() if args.predict_only else 1
     return distributed.local_runner(jobs) if jobs != 1 else None
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _report(args: argparse.Namespace) -> int:

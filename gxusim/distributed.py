@@ -139,6 +139,14 @@ def local_runner(jobs: int, execute: Execute = sweep.execute) -> Runner:
     return run_locally
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's):
+    `local_runner`'s default number of workers."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _submitted(runs: list[sweep.Run], call: tuple, jobs: int
                ) -> tuple[concurrent.futures.ProcessPoolExecutor, dict]:
     """A pool of `jobs` workers with every run submitted: (the pool, future -> run)."""

@@ -391,6 +391,14 @@ def test_without_ray_a_sweep_runs_and_ray_gives_a_clear_error(monkeypatch, tmp_p
     assert "pip install 'gxusim[ray]'" in capsys.readouterr().err
 
 
+class InWorker:
+    """`sweep.execute`, each row saying which process ran it."""
+
+    def __call__(self, run, policies, predict_only):
+        return [{**row, "worker_pid": os.getpid()}
+                for row in sweep.execute(run, policies, predict_only)]
+
+
 class RaisingOn:
     """`raising_on` as a module-level class: the local runner pickles what workers call."""
 
@@ -416,7 +424,9 @@ def test_a_predict_only_sweep_on_local_workers_gives_the_local_rows(start, local
         pytest.skip("this process cannot fork its workers (not Linux, or torch has CUDA)")
     monkeypatch.setattr(distributed, "_can_fork", lambda: start == "fork")
     rows = sweep.sweep(MODELS, POLICIES, SIZES, predict_only=True,
-                       runner=distributed.local_runner(2))
+                       runner=distributed.local_runner(2, execute=InWorker()))
+    workers = {row.pop("worker_pid") for row in rows}
+    assert workers and os.getpid() not in workers  # every run in a worker process
     assert untimed(rows) == untimed(local_predicted)
     assert {row["target"] for row in rows} == {"predict"}
 
