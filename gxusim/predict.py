@@ -25,7 +25,7 @@ from .compiler.launcher import predict_only
 from .compiler.policies import resolve_policy
 from .compiler.plan import PolicyError
 from .launch import Launch
-from .models import Case, Scale
+from .models import Case, Scale, step_mode
 
 
 def _fake_model(case: Case, dtype: torch.dtype) -> torch.nn.Module:
@@ -52,7 +52,8 @@ def predict_case(case: Case, scale: Scale, policies: Sequence[str | Heuristics],
     results: list[list[Launch] | Exception] = []
     try:
         with FakeTensorMode(allow_non_fake_inputs=False), torch.device("gxu"), \
-                warnings.catch_warnings(), predict_only(), kernels_loaded_in_this_process():
+                warnings.catch_warnings(), predict_only(), kernels_loaded_in_this_process(), \
+                step_mode(train):
             # Autograd peeks at fake storages' data pointers: harmless here, and noisy.
             warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
             model = _fake_model(case, dtype)

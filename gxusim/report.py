@@ -1,6 +1,6 @@
 """Report: run model-suite cases on gxu, compare with eager, and print what was launched.
 
-`run_case` compiles one case for gxu (forward, or a training step), runs it on the
+`run_case` compiles one case for gxu (an inference forward, or a training step), runs it on the
 current target, compares outputs (and gradients) with eager, and checks every recorded
 launch against the active spec. `kernel_table` and `case_table`
 render the results as plain-text tables.
@@ -17,7 +17,7 @@ import torch
 from . import launch as launch_records
 from .findings import limit_findings
 from .launch import Launch
-from .models import Case
+from .models import Case, step_mode
 from .spec import current_spec
 from .target import backing_device
 
@@ -71,13 +71,14 @@ def run_case(case: Case, scale: str = "cpu", dtype: torch.dtype = torch.float32,
     model, inputs = case.build("gxu", scale, dtype)
     launch_records.clear_launches()
     compiled = torch.compile(model, dynamic=dynamic)
-    start = time.perf_counter()
-    got = _flat_outputs(model, compiled(*inputs), train)
-    torch.gxu.synchronize()
-    compile_s = time.perf_counter() - start
-    for _ in range(warm_runs):  # launches of the last warm call replace the first call's
-        launch_records.clear_launches()
-        _flat_outputs(model, compiled(*inputs), train)
+    with step_mode(train):
+        start = time.perf_counter()
+        got = _flat_outputs(model, compiled(*inputs), train)
+        torch.gxu.synchronize()
+        compile_s = time.perf_counter() - start
+        for _ in range(warm_runs):  # launches of the last warm call replace the first call's
+            launch_records.clear_launches()
+            _flat_outputs(model, compiled(*inputs), train)
     launches = launch_records.launches()
     eager_error = None
     want = _step(case, "cpu", scale, torch.float64) if train else \
@@ -99,7 +100,8 @@ def _step(case: Case, device: str, scale: str, dtype: torch.dtype,
           train: bool = True) -> list[torch.Tensor]:
     """Outputs (and gradients) of `case` run eagerly on `device`."""
     model, inputs = case.build(device, scale, dtype)
-    return _flat_outputs(model, model(*inputs), train)
+    with step_mode(train):
+        return _flat_outputs(model, model(*inputs), train)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

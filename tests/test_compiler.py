@@ -342,3 +342,23 @@ def test_a_predicted_model_compiles_without_frames_dynamo_cannot_trace():
     assert dict(counters["unimplemented"]) == {}  # what Dynamo could not trace
     assert counters["frames"]["ok"] == counters["frames"]["total"]
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_forward_is_run_and_predicted_as_inference(monkeypatch):
+    """A forward compiles the inference graph, on the target and in predict-only alike, so a
+    prediction is of the kernels a run times; compiled with autograd on it would be a training
+    step's forward (the mlp's bias add kept out of its GELU, the addmm's output saved for a
+    backward that never runs)."""
+    from gxusim import predict
+    from gxusim.models import CASES
+    from gxusim.report import run_case
+
+    def kernels(launches: list) -> list[str]:
+        return sorted(launch.kernel for launch in launches)
+    inference, = predict.predict_case(CASES["mlp"], "cpu", ["gxu"])
+    monkeypatch.setattr(predict, "step_mode", lambda train: torch.enable_grad())
+    training_forward, = predict.predict_case(CASES["mlp"], "cpu", ["gxu"])
+    assert kernels(inference) != kernels(training_forward)
+    measured = run_case(CASES["mlp"], "cpu")
+    assert measured.matches_eager
+    assert kernels(measured.launches) == kernels(inference)

@@ -270,6 +270,31 @@ def test_the_compilers_spill_count_replaces_the_estimate():
                                                                rel=0.01)
 
 
+def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothing():
+    """A persistent reduction holds its rows across its block reductions: what ptxas spilled
+    goes out before them and comes back after, once a tile. A pointwise tile's spills and
+    a looped kernel's tile-level phase cost nothing more (a chunk loop pays per chunk)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+
+    def launch(source, blocks, chunks, compiled_spills):
+        tile = math.prod(blocks.values())
+        return LaunchFacts(32, 16, 8, tile * chunks, 1e5, 1, compiled_spills=compiled_spills,
+                           phases=launch_phases(source, blocks, chunks))
+
+    def spill_s(facts):
+        return breakdown(facts, spec)["spill_s"]
+    rows = {"XBLOCK": 512, "R0_BLOCK": 64}  # 64 elements a thread of 16 warps
+    spilled, kept = launch(LAYERNORM_ROWS, rows, 1, 80), launch(LAYERNORM_ROWS, rows, 1, 0)
+    assert spill_s(spilled) == pytest.approx(8 * 80 * spec.spill_s)
+    assert predict_seconds(spilled, spec) == pytest.approx(
+        predict_seconds(kept, spec) + 8 * 80 * spec.spill_s)
+    assert spill_s(launch(TANH_GELU, {"XBLOCK": 32768}, 1, 36)) == 0
+    looped = launch(ROW_SUM, {"XBLOCK": 1, "R0_BLOCK": 1024}, 4, 10)
+    assert [spilled_registers(p, looped, spec) for p in looped.phases] == [0, 10]
+    # without a compiled binary a tile's spills are not guessed
+    assert spill_s(launch(LAYERNORM_ROWS, rows, 1, None)) == 0
+
+
 def test_accesses_know_gathers_broadcasts_and_element_sizes():
     (gather,) = kernel_phases(GATHER)
     index, table, _ = gather.accesses
