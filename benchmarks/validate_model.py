@@ -213,9 +213,11 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
                 facts.tile_elements != stored["tile_elements"]:
             kept += 1  # not the kernel that was timed
             continue
-        # What the compiled binary told the GPU run (ptxas's spills) no source can say.
+        # What the compiled binary told the GPU run (ptxas's spills, the programs its
+        # registers let reside on an SM) no source can say.
         sample["facts"] = {**dataclasses.asdict(facts),
-                           "compiled_spills": stored.get("compiled_spills")}
+                           "compiled_spills": stored.get("compiled_spills"),
+                           "blocks_per_sm": stored["blocks_per_sm"]}
     return kept
 
 

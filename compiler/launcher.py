@@ -233,36 +233,47 @@ class _Prepared:
     facts: perf_model.LaunchFacts  # from the plan, for targets that count nothing themselves
     predicted_s: float  # ... and what the model makes of them
     fusion: tuple[str, ...]
-    # The plan's facts with what a compiled binary told (its spills), and their prediction:
-    # made once, so warm launches share them as they share the plan's.
-    compiled: dict[int, tuple[perf_model.LaunchFacts, float]] = dataclasses.field(
-        default_factory=dict)
+    # The plan's facts with what a compiled binary told (its spills, the programs its
+    # registers and shared memory let reside on an SM), their prediction and the binary's
+    # occupancy line: made once, so warm launches share them as they share the plan's.
+    compiled: dict[targets.Resources, tuple[perf_model.LaunchFacts, float, str, str]] = \
+        dataclasses.field(default_factory=dict)
 
-    def _facts(self, outcome: targets.Outcome) -> tuple[perf_model.LaunchFacts, float]:
-        """The launch's facts (counted by the target, or the plan's refined by the binary's
-        spill count) and their predicted time."""
+    def _facts(self, outcome: targets.Outcome) -> tuple[perf_model.LaunchFacts, float, str,
+                                                        Optional[str]]:
+        """The launch's facts (counted by the target, or the plan's refined by its compiled
+        binary), their predicted time, and what limits the programs resident per SM (with
+        its occupancy line where the target tells one)."""
         if outcome.facts is not None:
-            return outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec)
-        spills = outcome.compiled_spills
-        if spills is None:
-            return self.facts, self.predicted_s
-        if spills not in self.compiled:
-            facts = dataclasses.replace(self.facts, compiled_spills=spills)
-            self.compiled[spills] = (facts, perf_model.predict_seconds(facts, self.spec))
-        return self.compiled[spills]
+            return (outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec),
+                    outcome.occupancy_limiter or
+                    perf_model.residency_limiter(self.spec, self.plan.num_warps),
+                    outcome.occupancy)
+        binary = outcome.compiled
+        if binary is None:
+            return (self.facts, self.predicted_s,
+                    perf_model.residency_limiter(self.spec, self.plan.num_warps), None)
+        if binary not in self.compiled:
+            facts = perf_model.with_binary(self.facts, self.spec, *binary)
+            limiter = perf_model.residency(self.spec, facts.num_warps, binary.regs_per_thread,
+                                           binary.smem_per_block)[1]
+            line = (f"{facts.blocks_per_sm} blocks/SM (limited by {limiter}), "
+                    f"{binary.regs_per_thread} regs/thread, {binary.spills} spilled, "
+                    f"{binary.smem_per_block} B shared memory (compiled binary)")
+            self.compiled[binary] = (facts, perf_model.predict_seconds(facts, self.spec),
+                                     limiter, line)
+        return self.compiled[binary]
 
     def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
         """The launch record of one launch of this plan."""
         plan = self.plan
-        facts, predicted_s = self._facts(outcome)
+        facts, predicted_s, limiter, occupancy = self._facts(outcome)
         return launch_records.Launch(
             kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
             meta=dict(self.meta), target=target, policy=self.policy.name,
             findings=list(outcome.findings), predicted_s=predicted_s,
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
-            occupancy_limiter=outcome.occupancy_limiter
-            or perf_model.residency_limiter(self.spec, plan.num_warps),
-            occupancy=outcome.occupancy)
+            occupancy_limiter=limiter, occupancy=occupancy)
 
 
 class RecordedExternKernels:

@@ -137,8 +137,10 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
         for plan in plans:
             launch = kernel._target_launch(plan)
             seconds = target.time_launch(launch, args)
-            facts = dataclasses.replace(plan.facts(kernel.shape, numels, moved, spec),
-                                        compiled_spills=target.compiled_spills(launch, args))
+            facts = plan.facts(kernel.shape, numels, moved, spec)
+            binary = target.compiled_resources(launch, args)
+            if binary is not None:
+                facts = perf_model.with_binary(facts, spec, *binary)
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
                 "num_stages": plan.num_stages, "numels": numels}, facts, seconds))

@@ -28,7 +28,7 @@ import torch
 from . import environment, perf_model
 from .findings import Finding
 from .spec import HardwareSpec, current_spec
-from .triton_launch import BinaryLauncher, compiled_spills
+from .triton_launch import BinaryLauncher, Resources, compiled_resources, resources
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # compared and hashed by identity: a cache key
@@ -62,7 +62,7 @@ class Outcome:
     measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
     occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
     occupancy: Optional[str] = None  # ... and its whole line
-    compiled_spills: Optional[int] = None  # ptxas's spilled words per thread (the cuda target)
+    compiled: Optional[Resources] = None  # what the binary says (the cuda target)
 
 
 NOTHING_LEARNED = Outcome(findings=())  # a launch that counted, checked and timed nothing
@@ -140,8 +140,9 @@ class Target:
         """Median kernel time in seconds (targets with `can_time` only)."""
         raise NotImplementedError(f"gxusim target {self.name!r} cannot time kernels")
 
-    def compiled_spills(self, launch: KernelLaunch, args: Sequence[Any]) -> Optional[int]:
-        """Registers (4-byte words per thread) the launch's compiled binary spills; None
+    def compiled_resources(self, launch: KernelLaunch, args: Sequence[Any]
+                           ) -> Optional[Resources]:
+        """The spills, registers and shared memory of the launch's compiled binary; None
         where this target compiles no binary."""
         return None
 
@@ -248,10 +249,9 @@ class CudaTarget(Target):
         binary = launcher(launch.grid, args, self.raw_stream() if stream is None else stream)
         learned = self._learned.get(launch)
         if learned is None:
-            # What the binary's loader read off it (Triton: local memory bytes / 4), the
-            # same for every specialization of one launch's options, as far as the model asks.
-            learned = self._learned[launch] = Outcome(
-                (), compiled_spills=getattr(binary, "n_spills", None))
+            # What the binary's loader read off it, the same for every specialization of
+            # one launch's options, as far as the model asks.
+            learned = self._learned[launch] = Outcome((), compiled=resources(binary))
         if timing_enabled():
             return dataclasses.replace(learned, measured_s=self.time_launch(launch, args))
         return learned
@@ -265,8 +265,8 @@ class CudaTarget(Target):
         return triton.testing.do_bench(lambda: launch_triton(launch, copies), warmup=5, rep=20,
                                        return_mode="median") / 1e3
 
-    def compiled_spills(self, launch: KernelLaunch, args: Sequence[Any]) -> Optional[int]:
-        return compiled_spills(launch.fn, launch.grid, args, launch.options())
+    def compiled_resources(self, launch: KernelLaunch, args: Sequence[Any]) -> Resources:
+        return compiled_resources(launch.fn, launch.grid, args, launch.options())
 
 
 class HostStream:

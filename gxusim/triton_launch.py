@@ -13,11 +13,11 @@ packed_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, *bound_ar
 every parameter of the kernel, constexprs included, in signature order;
 `triton.knobs.runtime.launch_enter_hook` / `launch_exit_hook` (profilers); and
 `CompiledKernel._init_handles()`, which loads the binary and sets `n_regs` and `n_spills`
-(local memory bytes / 4) from the loaded function.
+(local memory bytes / 4) from the loaded function; `CompiledKernel.metadata.shared` (bytes).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import triton
 
@@ -66,10 +66,23 @@ class BinaryLauncher:
         return binary
 
 
-def compiled_spills(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],
-                    options: dict[str, Any]) -> int:
-    """ptxas's spills (4-byte words per thread) of the binary these arguments and launch
-    options compile to: compiled (or found in Triton's cache) and loaded, not launched."""
+class Resources(NamedTuple):
+    """What a loaded binary says about itself, as the performance model asks it."""
+    spills: int  # ptxas's spilled 4-byte words per thread (local memory)
+    regs_per_thread: int
+    smem_per_block: int  # bytes of shared memory a program takes
+
+
+def resources(binary: Any) -> Resources:
+    """The resources of a compiled binary that has been loaded (launched once, or
+    `_init_handles()`)."""
+    return Resources(binary.n_spills, binary.n_regs, binary.metadata.shared)
+
+
+def compiled_resources(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],
+                       options: dict[str, Any]) -> Resources:
+    """The resources of the binary these arguments and launch options compile to: compiled
+    (or found in Triton's cache) and loaded, not launched."""
     binary = fn.warmup(*args, grid=grid, **options)
     binary._init_handles()
-    return binary.n_spills
+    return resources(binary)

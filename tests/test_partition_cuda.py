@@ -28,3 +28,38 @@ def test_a_partition_spec_runs_compiled_kernels_on_its_sms():
         pytest.skip(result.stderr.strip().splitlines()[-1])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "partition 16" in result.stdout
+
+
+RESIDENCY = textwrap.dedent("""
+    import dataclasses, torch, gxusim
+    from gxusim import perf_model
+    spec = gxusim.current_spec()
+    gelu = lambda t: 0.5 * t * (1 + torch.tanh(0.79788 * (t + 0.044715 * t ** 3)))
+    x = torch.randn(1 << 24, device="cuda")
+    torch.testing.assert_close(torch.compile(gelu)(x.to("gxu")).cpu(), gelu(x).cpu(),
+                               atol=1e-4, rtol=1e-4)
+    (launch,) = gxusim.launches()
+    regs = int(launch.occupancy.split(" regs/thread")[0].rsplit(" ", 1)[1])
+    assert launch.facts.blocks_per_sm == perf_model.residency(spec, launch.num_warps, regs)[0]
+    two = dataclasses.replace(launch.facts, blocks_per_sm=2)
+    print("residency", launch.num_warps, regs, launch.facts.blocks_per_sm,
+          launch.occupancy_limiter, launch.predicted_s, perf_model.predict_seconds(two, spec))
+""")
+
+
+def test_a_binarys_registers_set_the_programs_sharing_an_sm():
+    """Two programs per SM by the spec, but the gxu policy's GELU (32K-element tiles on 16
+    warps) takes more than half the register file: one program resides per SM, the launch
+    record says so (facts, occupancy line) and the prediction follows (slower than with two
+    programs sharing each SM)."""
+    pytest.importorskip("torch.cuda.green_contexts")
+    result = subprocess.run([sys.executable, "-c", RESIDENCY], capture_output=True, text=True,
+                            env={**__import__("os").environ, "GXUSIM_TARGET": "cuda",
+                                 "GXUSIM_SPEC": "gxu-partition-on-h200"}, timeout=600)
+    if "refused a green context" in result.stderr or "without CUDA green contexts" in result.stderr:
+        pytest.skip(result.stderr.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stderr[-3000:]
+    warps, regs, blocks, limiter, predicted, with_two = result.stdout.split("residency")[1].split()
+    assert (warps, blocks, limiter) == ("16", "1", "registers"), result.stdout
+    assert int(regs) * 16 * 32 > 65536 // 2
+    assert float(predicted) > float(with_two)

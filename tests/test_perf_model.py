@@ -13,7 +13,7 @@ from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
 from gxusim.perf_model import (LIVE_PER_CARRIED, LaunchFacts, PhaseFacts, blocks_per_sm,
                                breakdown, facts_from_dict, launch_phases, predict_seconds,
-                               spilled_registers)
+                               residency, spilled_registers, with_binary)
 
 N = 100_000_000
 
@@ -293,6 +293,24 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
     assert [spilled_registers(p, looped, spec) for p in looped.phases] == [0, 10]
     # without a compiled binary a tile's spills are not guessed
     assert spill_s(launch(LAYERNORM_ROWS, rows, 1, None)) == 0
+
+
+def test_a_binarys_registers_and_shared_memory_limit_the_programs_on_an_sm():
+    """The spec allows two programs per SM; a compiled binary may leave room for fewer (its
+    registers, its shared memory), and then the programs run alone, in more waves."""
+    spec = gxusim.load_spec("gxu-partition-on-h200")  # 16 SMs, two programs each
+    facts = LaunchFacts(32, 16, 8, 32768, 1e5, blocks_per_sm(spec, 16),
+                        phases=launch_phases(TANH_GELU, {"XBLOCK": 32768}, 1))
+    assert residency(spec, 16) == (2, "max_blocks_per_sm")
+    assert residency(spec, 16, 64) == (2, "max_blocks_per_sm")  # half the register file each
+    assert residency(spec, 16, 72) == (1, "registers")
+    assert residency(spec, 4, 32, spec.smem_per_sm // 2 + 1) == (1, "shared_memory")
+    light, heavy = with_binary(facts, spec, 0, 64, 0), with_binary(facts, spec, 0, 128, 0)
+    assert (light.blocks_per_sm, heavy.blocks_per_sm) == (2, 1)
+    assert with_binary(facts, spec, 32, 128, 0).compiled_spills == 32
+    # alone on its SM a program has the SM's bandwidth to itself, but the 32 programs take
+    # two waves: the GELU's chain-bound tiles take longer
+    assert predict_seconds(heavy, spec) > predict_seconds(light, spec)
 
 
 def test_accesses_know_gathers_broadcasts_and_element_sizes():

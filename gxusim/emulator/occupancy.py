@@ -34,6 +34,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..perf_model import residency
 from ..spec import HardwareSpec
 from . import dtypes as D
 from .ir import Reduce, Val, walk
@@ -153,13 +154,7 @@ def estimate_registers(live_words: list[tuple[int, int]], num_warps: int, spec: 
 def occupancy(spec: HardwareSpec, num_warps: int, programs: int, regs_per_thread: int,
               smem_per_block: int, block_shape: tuple) -> Occupancy:
     threads = num_warps * spec.warp_size
-    limits = [
-        ("max_blocks_per_sm", spec.max_blocks_per_sm),
-        ("max_warps_per_sm", spec.max_warps_per_sm // max(1, num_warps)),
-        ("registers", spec.regs_per_sm // max(1, regs_per_thread * threads)),
-        ("shared_memory", spec.smem_per_sm // smem_per_block if smem_per_block else spec.max_blocks_per_sm),
-    ]
-    limiter, blocks = min(limits, key=lambda item: item[1])
+    blocks, limiter = residency(spec, num_warps, max(1, regs_per_thread), smem_per_block)
     waves = math.ceil(programs / max(1, blocks * spec.sm_count)) if blocks else 0
     return Occupancy(blocks, blocks * num_warps, limiter, regs_per_thread, smem_per_block, threads,
                      waves, idle_lane_fraction(block_shape, num_warps, spec.warp_size))
