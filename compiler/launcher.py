@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from gxusim import launch as launch_records
-from gxusim import perf_model
+from gxusim import perf_model, residency
 from gxusim import target as targets
 from gxusim.device import to_backing
 from gxusim.findings import check_launch
@@ -247,15 +247,15 @@ class _Prepared:
         if outcome.facts is not None:
             return (outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec),
                     outcome.occupancy_limiter or
-                    perf_model.residency_limiter(self.spec, self.plan.num_warps),
+                    residency.residency_limiter(self.spec, self.plan.num_warps),
                     outcome.occupancy)
         binary = outcome.compiled
         if binary is None:
             return (self.facts, self.predicted_s,
-                    perf_model.residency_limiter(self.spec, self.plan.num_warps), None)
+                    residency.residency_limiter(self.spec, self.plan.num_warps), None)
         if binary not in self.compiled:
-            facts = perf_model.with_binary(self.facts, self.spec, *binary)
-            limiter = perf_model.residency(self.spec, facts.num_warps, binary.regs_per_thread,
+            facts = residency.with_binary(self.facts, self.spec, *binary)
+            limiter = residency.residency(self.spec, facts.num_warps, binary.regs_per_thread,
                                            binary.smem_per_block)[1]
             line = (f"{facts.blocks_per_sm} blocks/SM (limited by {limiter}), "
                     f"{binary.regs_per_thread} regs/thread, {binary.spills} spilled, "

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from gxusim import perf_model
+from gxusim import perf_model, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
                                 static_blocks)
@@ -146,7 +146,7 @@ class LaunchPlan:
         return perf_model.LaunchFacts(
             self.programs, self.num_warps, self.tiles_per_program,
             self.tile_elements(shape, numels), bytes_moved,
-            perf_model.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
+            residency.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
             perf_model.launch_phases(shape.source, self.meta, chunks,
                                      stages=self.pipeline_stages(shape)))

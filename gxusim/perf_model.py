@@ -616,45 +616,6 @@ def predict_seconds(facts: LaunchFacts, spec: HardwareSpec) -> float:
     return spec.launch_overhead_s + max(loop, facts.bytes_moved / spec.mem_bandwidth)
 
 
-def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
-              smem_per_block: int = 0) -> tuple[int, str]:
-    """Programs resident per SM and the limit that sets it: the spec's blocks per SM, its
-    warps, and, where known (non-zero), the registers and shared memory one program takes.
-    The emulator's occupancy model and the cuda target (the compiled binary's own counts)
-    both ask this; the plan, which knows neither, is limited by warps alone."""
-    threads = num_warps * spec.warp_size
-    limits = [("max_blocks_per_sm", spec.max_blocks_per_sm),
-              ("max_warps_per_sm", spec.max_warps_per_sm // max(1, num_warps))]
-    if regs_per_thread:
-        limits.append(("registers", spec.regs_per_sm // (regs_per_thread * threads)))
-    if smem_per_block:
-        limits.append(("shared_memory", spec.smem_per_sm // smem_per_block))
-    limiter, blocks = min(limits, key=lambda limit: limit[1])
-    return blocks, limiter
-
-
-def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
-    """Resident programs per SM when warps, not registers or shared memory, limit them."""
-    return residency(spec, num_warps)[0]
-
-
-def residency_limiter(spec: HardwareSpec, num_warps: int) -> str:
-    """What `blocks_per_sm` is limited by, in the occupancy model's words."""
-    return residency(spec, num_warps)[1]
-
-
-def with_binary(facts: LaunchFacts, spec: HardwareSpec, spills: int, regs_per_thread: int,
-                smem_per_block: int) -> LaunchFacts:
-    """A plan's facts refined by what its compiled binary says: ptxas's spills, and the
-    programs that fit on an SM beside each other with its registers and shared memory. On
-    the 16-SM partition the gxu policy's 16-warp kernels of many elements a thread take
-    more than half the register file, so one program is resident per SM, not the spec's
-    two: tanh_gelu 1,483 us measured, 1,187 predicted with two programs sharing each SM,
-    1,496 with one (and the mul_relu, transpose, mlp and softmax kernels alike)."""
-    blocks = residency(spec, facts.num_warps, regs_per_thread, smem_per_block)[0]
-    return dataclasses.replace(facts, compiled_spills=spills, blocks_per_sm=blocks)
-
-
 def facts_from_dict(data: Mapping[str, Any]) -> LaunchFacts:
     """A `LaunchFacts` from its `dataclasses.asdict` form (sweep, calibration and ceiling
     JSON); unknown keys are ignored, so older files still load."""

@@ -19,20 +19,27 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def test_a_partition_spec_runs_compiled_kernels_on_its_sms():
+def _on_the_partition(program: str) -> str:
+    """What `program` prints, run in a process of its own on the cuda target under the
+    partition spec (a green context is entered once per process); skips where the driver
+    refuses green contexts."""
     pytest.importorskip("torch.cuda.green_contexts")
-    result = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                             env={**__import__("os").environ, "GXUSIM_TARGET": "cuda",
                                  "GXUSIM_SPEC": "gxu-partition-on-h200"}, timeout=600)
     if "refused a green context" in result.stderr or "without CUDA green contexts" in result.stderr:
         pytest.skip(result.stderr.strip().splitlines()[-1])
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "partition 16" in result.stdout
+    return result.stdout
+
+
+def test_a_partition_spec_runs_compiled_kernels_on_its_sms():
+    assert "partition 16" in _on_the_partition(PROGRAM)
 
 
 RESIDENCY = textwrap.dedent("""
     import dataclasses, torch, gxusim
-    from gxusim import perf_model
+    from gxusim import perf_model, residency
     spec = gxusim.current_spec()
     gelu = lambda t: 0.5 * t * (1 + torch.tanh(0.79788 * (t + 0.044715 * t ** 3)))
     x = torch.randn(1 << 24, device="cuda")
@@ -40,7 +47,7 @@ RESIDENCY = textwrap.dedent("""
                                atol=1e-4, rtol=1e-4)
     (launch,) = gxusim.launches()
     regs = int(launch.occupancy.split(" regs/thread")[0].rsplit(" ", 1)[1])
-    assert launch.facts.blocks_per_sm == perf_model.residency(spec, launch.num_warps, regs)[0]
+    assert launch.facts.blocks_per_sm == residency.residency(spec, launch.num_warps, regs)[0]
     two = dataclasses.replace(launch.facts, blocks_per_sm=2)
     print("residency", launch.num_warps, regs, launch.facts.blocks_per_sm,
           launch.occupancy_limiter, launch.predicted_s, perf_model.predict_seconds(two, spec))
@@ -52,14 +59,8 @@ def test_a_binarys_registers_set_the_programs_sharing_an_sm():
     warps) takes more than half the register file: one program resides per SM, the launch
     record says so (facts, occupancy line) and the prediction follows (slower than with two
     programs sharing each SM)."""
-    pytest.importorskip("torch.cuda.green_contexts")
-    result = subprocess.run([sys.executable, "-c", RESIDENCY], capture_output=True, text=True,
-                            env={**__import__("os").environ, "GXUSIM_TARGET": "cuda",
-                                 "GXUSIM_SPEC": "gxu-partition-on-h200"}, timeout=600)
-    if "refused a green context" in result.stderr or "without CUDA green contexts" in result.stderr:
-        pytest.skip(result.stderr.strip().splitlines()[-1])
-    assert result.returncode == 0, result.stderr[-3000:]
-    warps, regs, blocks, limiter, predicted, with_two = result.stdout.split("residency")[1].split()
-    assert (warps, blocks, limiter) == ("16", "1", "registers"), result.stdout
+    output = _on_the_partition(RESIDENCY)
+    warps, regs, blocks, limiter, predicted, with_two = output.split("residency")[1].split()
+    assert (warps, blocks, limiter) == ("16", "1", "registers"), output
     assert int(regs) * 16 * 32 > 65536 // 2
     assert float(predicted) > float(with_two)

@@ -11,9 +11,10 @@ import gxusim
 from gxusim import perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
-from gxusim.perf_model import (LIVE_PER_CARRIED, LaunchFacts, PhaseFacts, blocks_per_sm,
-                               breakdown, facts_from_dict, launch_phases, predict_seconds,
-                               residency, spilled_registers, with_binary)
+from gxusim.perf_model import (LIVE_PER_CARRIED, LaunchFacts, PhaseFacts, breakdown,
+                               facts_from_dict, launch_phases, predict_seconds,
+                               spilled_registers)
+from gxusim.residency import blocks_per_sm, residency, with_binary
 
 N = 100_000_000
 
