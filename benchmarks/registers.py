@@ -1,16 +1,19 @@
-"""Registers a chunk loop needs: ptxas's counts against the model's estimate, on the GPU.
+"""Registers a chunk loop needs, and its memory waits: what ptxas made of every plan, on the GPU.
 
 The performance model charges a looped reduction for the registers its carried values spill
 (`perf_model.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
 a thread's chunk share, against the `register_budget`). This compiles every candidate plan
 of a few reduction kernels (cuda target; compiled, not timed) and reads back what ptxas
 allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of
-the registers needed. One table per elements a thread holds of a chunk:
+the registers needed, and the loops of its machine code (`code`: loads and memory waits per
+pass, `gxusim.machine_code`). `benchmarks/validate_model.py --registers` gives launches
+measured before the cuda target recorded these what their plans compile to. One table per
+elements a thread holds of a chunk:
 
     python benchmarks/registers.py [--cases NAME ...] [--json OUT.json]
 
-Cases are the ceiling benchmark's (layernorm, softmax, row sums) and the calibration's
-variance; see `--help` for the names.
+Cases are the ceiling benchmark's reductions and the calibration's; see `--help` for the
+names.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import collections
 import concurrent.futures
 import json
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -30,12 +34,15 @@ from gxusim import calibrate, perf_model
 from gxusim.compiler import launcher
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
+from gxusim.triton_launch import resources
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_ceiling  # noqa: E402  (a sibling script)
 
 CASES = ("layernorm 4096x4096", "layernorm 4096x4096 bf16", "softmax 2048x32768",
-         "row_sum 32768x4096", "var 2048x16384")
+         "row_sum 32768x4096", "row_sum 32768x4096 bf16", "row_sum 256x1M",
+         "col_sum 16384x4096", "var 2048x16384", "sumsq 1024x65536", "amax 8192x2048",
+         "logsumexp 2048x16384", "column amax 4096x8192", "cumsum 512x8192")
 
 
 def _programs() -> dict:
@@ -69,10 +76,11 @@ def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
                     "elements_per_thread": max(p.elements for p in looped) /
                     (plan.num_warps * spec.warp_size),
                     "n_regs": binary.n_regs, "n_spills": binary.n_spills,
+                    "code": resources(binary).code,
                     "budget": perf_model.register_budget(facts, spec),
                     "model_spilled": max(perf_model.spilled_registers(p, facts, spec)
                                          for p in looped)}
-        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
             rows += list(pool.map(compile_plan, candidate_plans(kernel.shape, numels, spec)))
     return rows
 
@@ -92,6 +100,14 @@ def table(rows: list[dict]) -> str:
                          "ptxas spilled (range)", "model spilled"), lines)
 
 
+def _registers_of(name: str, spec_name: str) -> list[dict]:
+    """One case's rows, in a worker process of its own (compiling is CPU-bound)."""
+    spec = gxusim.load_spec(spec_name)
+    gxusim.use_spec(spec)
+    gxusim.set_target("cuda")
+    return registers(name, spec)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), metavar="NAME",
@@ -103,16 +119,17 @@ def main() -> int:
         print("registers.py compiles for the GPU (ptxas's counts): it needs CUDA",
               file=sys.stderr)
         return 2
-    spec = gxusim.load_spec(args.spec)
-    gxusim.use_spec(spec)
-    gxusim.set_target("cuda")
     rows, start = [], time.time()
-    for name in args.cases:
-        rows += registers(name, spec)
-        print(f"{name}: {len(rows)} plans compiled so far, {time.time() - start:.0f} s",
-              file=sys.stderr)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
+    # One process per case: Triton's compile holds the GIL for much of its time.
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(len(args.cases), mp_context=context) as pool:
+        futures = {pool.submit(_registers_of, name, args.spec): name for name in args.cases}
+        for future in concurrent.futures.as_completed(futures):
+            rows += future.result()
+            print(f"{futures[future]}: {len(rows)} plans compiled so far, "
+                  f"{time.time() - start:.0f} s", file=sys.stderr)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
     print(table(rows))
     return 0
 

@@ -18,8 +18,10 @@ machine's Inductor generates differently (another name or sizes) keeps its store
 `--stored-facts` keeps them all.
 
 `--registers` (the output of `benchmarks/registers.py`) gives the launches that were timed
-before the cuda target recorded ptxas's spills (`LaunchFacts.compiled_spills`) the counts
-ptxas gave their plans; without it the model estimates them.
+before the cuda target recorded what their binaries say (ptxas's spills,
+`LaunchFacts.compiled_spills`; the memory waits of their chunk loops' machine code,
+`PhaseFacts.round_trips`) what ptxas made of their plans; without it the model estimates
+them.
 
 Prints the error per held-out kernel (median and worst |predicted/measured - 1|), the
 Spearman rank correlation between predicted and measured times over each kernel's configs
@@ -49,6 +51,9 @@ import torch
 
 import gxusim
 from gxusim import calibrate, perf_model
+from gxusim.compiled import with_machine_code
+from gxusim.machine_code import MachineCode
+from gxusim.triton_launch import Resources
 from gxusim.report import format_table
 
 
@@ -218,23 +223,38 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
         sample["facts"] = {**dataclasses.asdict(facts),
                            "compiled_spills": stored.get("compiled_spills"),
                            "blocks_per_sm": stored["blocks_per_sm"]}
+        code = [{k: p.get(k) for k in ("round_trips", "spilled_words")}
+                for p in stored.get("phases", [])]
+        if len(code) == len(facts.phases) and any(c["spilled_words"] is not None for c in code):
+            sample["facts"]["phases"] = [{**dataclasses.asdict(p), **c}
+                                         for p, c in zip(facts.phases, code)]
     return kept
 
 
-def attach_compiled_spills(samples: list[dict], registers: Path) -> int:
-    """Give each launch without `compiled_spills` the spills ptxas reported for its kernel
-    and plan in `registers` (rows of benchmarks/registers.py); returns how many got them."""
-    counts = {(r["case"], r["kernel"], json.dumps(r["meta"], sort_keys=True), r["num_warps"],
-               r["num_stages"]): r["n_spills"] for r in json.loads(registers.read_text())}
+def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareSpec) -> int:
+    """Give each launch what its plan's binary says in `registers` (rows of
+    benchmarks/registers.py) where its stored facts lack it: ptxas's spills, and the memory
+    waits of its unpipelined chunk loops (`PhaseFacts.round_trips`, from the binary's machine
+    code). Returns how many launches got either."""
+    rows = {(r["case"], r["kernel"], json.dumps(r["meta"], sort_keys=True), r["num_warps"],
+             r["num_stages"]): r for r in json.loads(registers.read_text())}
     attached = 0
     for sample in samples:
         plan = sample["plan"]
         meta = {k: v for k, v in plan["meta"].items() if k.endswith("BLOCK")}
-        key = (sample["group"].split(" ", 1)[1], sample["kernel"], json.dumps(meta, sort_keys=True),
-               plan["num_warps"], plan.get("num_stages") or 1)
-        if sample["facts"].get("compiled_spills") is None and key in counts:
-            sample["facts"] = {**sample["facts"], "compiled_spills": counts[key]}
-            attached += 1
+        row = rows.get((sample["group"].split(" ", 1)[1], sample["kernel"],
+                        json.dumps(meta, sort_keys=True), plan["num_warps"],
+                        plan.get("num_stages") or 1))
+        if row is None:
+            continue
+        facts = perf_model.facts_from_dict(sample["facts"])
+        if facts.compiled_spills is None:
+            facts = dataclasses.replace(facts, compiled_spills=row["n_spills"])
+        if row.get("code") and all(p.spilled_words is None for p in facts.phases):
+            binary = Resources(row["n_spills"], row["n_regs"], 0, MachineCode.from_json(row["code"]))
+            facts = dataclasses.replace(facts, phases=with_machine_code(facts, spec, binary))
+        sample["facts"] = dataclasses.asdict(facts)
+        attached += 1
     return attached
 
 
@@ -342,8 +362,9 @@ def main() -> int:
               f"({kept} of {len(calibration) + len(samples)} launches kept their stored "
               f"facts: kernel not regenerated identically)")
     if args.registers:
-        attached = attach_compiled_spills(calibration + samples, args.registers)
-        print(f"ptxas's spill counts from {args.registers.name} for {attached} launches")
+        attached = attach_compiled(calibration + samples, args.registers, spec)
+        print(f"what ptxas made of their plans (spills, chunk loops' memory waits) from "
+              f"{args.registers.name} for {attached} launches")
     if calibration:
         fit = calibrate.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
                              [r["measured_s"] for r in calibration],

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from gxusim import launch as launch_records
-from gxusim import perf_model, residency
+from gxusim import compiled, perf_model, residency
 from gxusim import target as targets
 from gxusim.device import to_backing
 from gxusim.findings import check_launch
@@ -254,12 +254,15 @@ class _Prepared:
             return (self.facts, self.predicted_s,
                     residency.residency_limiter(self.spec, self.plan.num_warps), None)
         if binary not in self.compiled:
-            facts = residency.with_binary(self.facts, self.spec, *binary)
+            facts = compiled.with_binary(self.facts, self.spec, binary)
             limiter = residency.residency(self.spec, facts.num_warps, binary.regs_per_thread,
                                            binary.smem_per_block)[1]
+            waits = [f"{phase.round_trips:.2g}" for phase in facts.phases if phase.round_trips]
             line = (f"{facts.blocks_per_sm} blocks/SM (limited by {limiter}), "
                     f"{binary.regs_per_thread} regs/thread, {binary.spills} spilled, "
-                    f"{binary.smem_per_block} B shared memory (compiled binary)")
+                    f"{binary.smem_per_block} B shared memory" +
+                    (f", {'/'.join(waits)} memory waits a chunk" if waits else "") +
+                    " (compiled binary)")
             self.compiled[binary] = (facts, perf_model.predict_seconds(facts, self.spec),
                                      limiter, line)
         return self.compiled[binary]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from . import perf_model, residency
+from . import compiled, perf_model
 from .spec import HardwareSpec
 
 
@@ -140,7 +140,7 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
             facts = plan.facts(kernel.shape, numels, moved, spec)
             binary = target.compiled_resources(launch, args)
             if binary is not None:
-                facts = residency.with_binary(facts, spec, *binary)
+                facts = compiled.with_binary(facts, spec, binary)
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
                 "num_stages": plan.num_stages, "numels": numels}, facts, seconds))

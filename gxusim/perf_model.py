@@ -60,12 +60,22 @@ the body of each `tl.range` loop over a reduction's chunks):
   of 1 to 4 columns moves 8 to 32 times the bytes it uses), which took the held-out column
   sum's rank correlation over its 478 configs from 0.70 to 0.92.
 * **looped phase** (a looped reduction's chunk loop, `iterations` = chunks), unpipelined:
-  `smoothmax(latency, element_issue_s x W/(W+1) x load instructions per thread (all
-  chunks), chunks x bytes / SM bandwidth, chunks x compute)`. A chunk's loads feed the
-  accumulator and are not overlapped with the next chunk's: on the H200 each load
-  instruction costs ~230 ns at 2 to 16 warps, about half that with one warp (W/(W+1): its
-  loads queue behind no other warp's), while the chunk's arithmetic (even layernorm's
-  Welford update) hides under it. A chunk's elements are independent, so a thread runs
+  `smoothmax(latency, loop_round_trip_s x memory waits (all chunks), chunks x bytes / SM
+  bandwidth, chunks x compute)`. A chunk's loads feed the accumulator; how many times a
+  thread must stop and wait for them is ptxas's doing: it unrolls some chunk loops
+  completely and issues many chunks' loads before the first wait, keeps others rolled with
+  a wait every load or two, and holds as many loads in flight as its registers allow.
+  Where the kernel was compiled (the cuda target; calibration; benchmarks/registers.py)
+  the waits per chunk are read off the binary's SASS (`PhaseFacts.round_trips`,
+  `gxusim.machine_code`): the row sum 32768x4096 in bf16, 8 rows of 256 a chunk, runs 108
+  ns a chunk on 4 warps (all 16 chunks' loads in the tile's body, 5 waits a tile) and 436
+  on 2 (rolled, 2 waits a chunk); charged ~230 ns per load instruction alike, the held-out
+  unpipelined row sums were predicted up to 2.7x slow (median 43-47% off, 9-23% with the
+  binary's waits; fitted ~0.5 us a wait). Without a binary (predict-only, the emulator),
+  the waits are estimated: ROUND_TRIPS_PER_LOAD per load instruction of a thread, times
+  W/(W+1) (one warp's loads queue behind no other warp's). The chunk's arithmetic (even
+  layernorm's Welford update) hides under its waits or they under it. A chunk's elements
+  are independent, so a thread runs
   1 + chain_overlap of their chains side by side (~2.8 on the H200; softmax 2048x32768's
   three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A
   load instruction is a 16-byte vector where the thread's contiguous run allows and
@@ -78,7 +88,7 @@ the body of each `tl.range` loop over a reduction's chunks):
   A later chunk loop that re-reads the rows an earlier one of the same tile loaded
   (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
   the tile's rows fit in the program's share of it (`cached_load_bytes`): those loads cost
-  no element_issue_s (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233
+  no loop_round_trip_s (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233
   us measured, 623 predicted when every pass waited on DRAM).
 * **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`; without it
   Triton pipelines nothing here: the launch's num_stages 1 and 3 timed the same):
@@ -98,11 +108,12 @@ the body of each `tl.range` loop over a reduction's chunks):
   about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
 * **register spills** (any chunk loop of more than one chunk, and a persistent reduction's
   tile): what a thread spills is stored and reloaded every chunk (or tile, around its block
-  reductions), spill_s per register. An unpipelined loop's spills
-  overlap its load wait (smooth max); a pipelined loop's add to its copies. How many
-  registers spill:
-  ptxas's count where the kernel was compiled (the cuda target reads it off the binary it
-  launched, `LaunchFacts.compiled_spills`), else an estimate: a value the loop carries from
+  reductions), spill_s per 4-byte word. An unpipelined loop's spills overlap its load wait
+  (smooth max); a pipelined loop's add to its copies. How many words: where the binary's
+  SASS was read, the local-memory words (LDL, STL) a chunk's code moves
+  (`PhaseFacts.spilled_words`: what a chunk pays, where ptxas's count says only how many
+  registers went); else ptxas's count where the kernel was compiled
+  (`LaunchFacts.compiled_spills`), else an estimate: a value the loop carries from
   chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
   element of the thread's share of the chunk, LIVE_PER_CARRIED with its update's
   temporaries, and what exceeds the `register_budget` spills. Layernorm 4096x4096
@@ -130,16 +141,16 @@ kernels whose source has no tile loop to read, have no `phases`; they are timed 
 tile-level phase built from their per-element counts (`_legacy_phase`).
 
 What it does not model (measured on the H200 against the ceiling search, see
-benchmarks/validate_model.py): per-config code generation of unpipelined chunk loops (at
-the same bytes per thread a row sum's chunk takes 110 to 860 ns by its rows x columns
-shape, and faster on 8 warps than on 2 in one kernel and not another: these configs are
-the model's worst, predicted up to 2.7x slow), a tile's fixed cost around a pipelined loop
-with few chunks (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the
-same config), why a running max streams its copy-bound chunks at 60-80 GB/s per SM where a
-running sum streams at 100-120 (the fit's one copy rate leaves the row sums 15-20% slow),
-and, without a compiled binary (predict-only, the emulator), the compiler's own spill
-decisions (layernorm's loop of 4 chunks is unrolled and spills nothing at 64 elements a
-thread where its other plans of that share spill 86-230).
+benchmarks/validate_model.py): a tile's fixed cost around a pipelined loop with few chunks
+(amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the same config),
+why a running max streams its copy-bound chunks at 60-80 GB/s per SM where a running sum
+streams at 100-120 (the fit's one copy rate leaves the pipelined row sums 10-37% slow, the
+gxu policy's 64 KB chunks most), a spill's cost by where the spilled words live (L1 at 1-2
+warps, L2 at 16: one spill_s leaves layernorm's 1-warp plans up to 2.7x slow), the
+arithmetic a chunk's machine code really issues (a max's NaN checks), and, without a
+compiled binary (predict-only, the emulator), the compiler's own decisions: how far it
+unrolls a chunk loop and what it spills (layernorm's loop of 4 chunks is unrolled and
+spills nothing at 64 elements a thread where its other plans of that share spill 86-230).
 """
 from __future__ import annotations
 
@@ -163,6 +174,12 @@ WORD_STEPS = 8.0
 # H200 were 7-8 registers per element of the thread's chunk share
 # (benchmarks/registers.py, benchmarks/results/registers_h200.json).
 LIVE_PER_CARRIED = 2.5
+# Memory waits per 16-byte load instruction of an unpipelined chunk loop, where no binary
+# says (predict-only, the emulator), per W/(W+1) (one warp's loads queue behind no other's):
+# the median over 1,311 such loops of ptxas's binaries for the H200 (the calibration's and
+# the ceiling search's plans, benchmarks/registers.py; 10th-90th percentile 0.14-1.06, by
+# how far ptxas unrolled the loop and how many loads its registers kept in flight).
+ROUND_TRIPS_PER_LOAD = 0.375
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +204,11 @@ class PhaseFacts:
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
+    # What a chunk costs in the compiled machine code (`gxusim.machine_code`), where a
+    # binary was read: an unpipelined loop's memory waits (0: estimated), and the 4-byte
+    # words a chunk spills to local memory and reloads (None: from ptxas's spill count).
+    round_trips: float = 0.0
+    spilled_words: Optional[float] = None
 
 
 class Phases(list):
@@ -358,7 +380,8 @@ TERMS: tuple[Term, ...] = (
     Term("loads_in_flight", "16-byte loads a thread keeps in flight per round trip, with "
          "max_regs_per_thread registers (fewer in proportion to a smaller register budget)"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
-    Term("element_issue_s", "a looped chunk: per load instruction of a thread (a 16-byte "
+    Term("loop_round_trip_s", "an unpipelined chunk loop: one memory wait of a thread (the "
+         "binary's, else ROUND_TRIPS_PER_LOAD per load instruction: a 16-byte "
          "vector where its contiguous run allows)"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
@@ -376,8 +399,9 @@ TERMS: tuple[Term, ...] = (
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
     Term("row_reduction_s", "one block reduction: per row a warp reduces (its lanes' shuffles)"),
     Term("scan_chunk_s", "one serial scan chunk"),
-    Term("spill_s", "a chunk (a persistent reduction: a tile): per register a thread "
-         "spills (stored and reloaded each chunk, or around a tile's reductions)"),
+    Term("spill_s", "a chunk (a persistent reduction: a tile): per 4-byte word a thread "
+         "spills and reloads (the binary's local-memory words, else its spilled registers, "
+         "stored and reloaded each chunk or around a tile's reductions)"),
     Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
@@ -459,6 +483,8 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     if not phase.looped:  # a looped kernel's spills are its chunk loop's
         persistent = phase.reductions and not any(p.looped for p in facts.phases)
         return float(facts.compiled_spills or 0) if persistent else 0.0
+    if phase.spilled_words is not None:
+        return phase.spilled_words
     if not phase.carried or phase.iterations <= 1:
         return 0.0
     if facts.compiled_spills is not None:
@@ -518,8 +544,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
-            loads = spec.element_issue_s * queued * steps * per_thread * uncached
-        return _smooth_max_by_field({"memory_latency_s": latency}, {"element_issue_s": loads},
+            waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
+            loads = spec.loop_round_trip_s * steps * waits * uncached
+        return _smooth_max_by_field({"memory_latency_s": latency}, {"loop_round_trip_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
     # rest streams at the slower of the threads' in-flight limit (the further round trips,

@@ -3,15 +3,12 @@
 The spec's limits (blocks and warps per SM) always; where known, what one program takes of
 the SM's register file and shared memory. The plan knows warps only, the emulator's
 occupancy model estimates registers from the kernel's live values, and the cuda target
-reads them off the compiled binary (`with_binary`). The performance model takes the result
-as `LaunchFacts.blocks_per_sm`: it sets how many programs share an SM and in how many waves
-a launch's programs run.
+reads them off the compiled binary (`gxusim.compiled.with_binary`). The performance model
+takes the result as `LaunchFacts.blocks_per_sm`: it sets how many programs share an SM and
+in how many waves a launch's programs run.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from .perf_model import LaunchFacts
 from .spec import HardwareSpec
 
 
@@ -40,15 +37,3 @@ def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:
 def residency_limiter(spec: HardwareSpec, num_warps: int) -> str:
     """What `blocks_per_sm` is limited by, in the occupancy model's words."""
     return residency(spec, num_warps)[1]
-
-
-def with_binary(facts: LaunchFacts, spec: HardwareSpec, spills: int, regs_per_thread: int,
-                smem_per_block: int) -> LaunchFacts:
-    """A plan's facts refined by what its compiled binary says: ptxas's spills, and the
-    programs that fit on an SM beside each other with its registers and shared memory. On
-    the 16-SM partition the gxu policy's 16-warp kernels of many elements a thread take
-    more than half the register file, so one program is resident per SM, not the spec's
-    two: tanh_gelu 1,483 us measured, 1,187 predicted with two programs sharing each SM,
-    1,496 with one (and the mul_relu, transpose, mlp and softmax kernels alike)."""
-    blocks = residency(spec, facts.num_warps, regs_per_thread, smem_per_block)[0]
-    return dataclasses.replace(facts, compiled_spills=spills, blocks_per_sm=blocks)

@@ -38,7 +38,7 @@ class HardwareSpec:
     launch_overhead_s: float
     # Performance-model coefficients (`perf_model.TERMS` says what each one times).
     memory_latency_s: float = 6e-7  # one memory round trip of a tile (or a chunk loop's first)
-    element_issue_s: float = 1.5e-8  # looped chunk: per 4 bytes a thread loads
+    loop_round_trip_s: float = 5.0e-7  # unpipelined chunk loop: one memory wait of a thread
     pipeline_latency_s: float = 5.0e-7  # a pipelined chunk loop's round trip (async copy)
     l2_latency_s: float = 2.5e-7  # ... of rows an earlier chunk loop left in L2
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
@@ -50,7 +50,7 @@ class HardwareSpec:
     loads_in_flight: float = 5.4  # 16-byte loads a thread keeps in flight per round trip
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
-    spill_s: float = 1.0e-8  # a chunk: per register a thread's chunk loop spills
+    spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
     run_issue_s: float = 4.0e-10  # a pipelined chunk: per contiguous run its copies touch
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
@@ -82,7 +82,7 @@ _POSITIVE_INTS = (
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
-_MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "element_issue_s",
+_MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
                 "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",

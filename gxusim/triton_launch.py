@@ -13,13 +13,16 @@ packed_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, *bound_ar
 every parameter of the kernel, constexprs included, in signature order;
 `triton.knobs.runtime.launch_enter_hook` / `launch_exit_hook` (profilers); and
 `CompiledKernel._init_handles()`, which loads the binary and sets `n_regs` and `n_spills`
-(local memory bytes / 4) from the loaded function; `CompiledKernel.metadata.shared` (bytes).
+(local memory bytes / 4) from the loaded function; `CompiledKernel.metadata.shared` (bytes);
+`CompiledKernel.asm["cubin"]` (the binary's bytes, which `gxusim.machine_code` disassembles).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import triton
+
+from .machine_code import MachineCode, disassemble, loop_code
 
 
 def _hooked(hook: Any) -> bool:
@@ -67,16 +70,24 @@ class BinaryLauncher:
 
 
 class Resources(NamedTuple):
-    """What a loaded binary says about itself, as the performance model asks it."""
+    """What a compiled binary says about itself, as the performance model asks it."""
     spills: int  # ptxas's spilled 4-byte words per thread (local memory)
     regs_per_thread: int
     smem_per_block: int  # bytes of shared memory a program takes
+    code: Optional[MachineCode] = None  # its loops' memory waits (None: not disassembled)
 
 
 def resources(binary: Any) -> Resources:
     """The resources of a compiled binary that has been loaded (launched once, or
-    `_init_handles()`)."""
-    return Resources(binary.n_spills, binary.n_regs, binary.metadata.shared)
+    `_init_handles()`), with its machine code's loops."""
+    return Resources(binary.n_spills, binary.n_regs, binary.metadata.shared,
+                     _machine_code(binary))
+
+
+def _machine_code(binary: Any) -> Optional[MachineCode]:
+    cubin = binary.asm.get("cubin") if hasattr(binary, "asm") else None
+    sass = disassemble(cubin) if cubin else None
+    return loop_code(sass) if sass else None
 
 
 def compiled_resources(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],

@@ -80,3 +80,26 @@ def test_launch_records_carry_the_binarys_spills_and_calibration_samples_too():
     assert all(isinstance(n, int) for n in spills)
     # the sampled plans include some of 32-64 elements a thread, which ptxas spills
     assert max(spills) > 0
+
+
+def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code():
+    """The cuda target disassembles each binary it launches: the seed's unpipelined row sum
+    gets the memory waits and spilled words its SASS has per chunk, and is predicted from
+    them (the GXU-shaped row sum: 16384 rows of 8192, 16 chunks a row)."""
+    from gxusim import perf_model
+    from gxusim.models import CASES
+    gxusim.use_heuristics("seed")
+    try:
+        result = run_case(CASES["row_sum"], "gpu")
+    finally:
+        gxusim.use_heuristics("gxu")
+    _check(result)
+    (launch,) = result.launches
+    (loop,) = [phase for phase in launch.facts.phases if phase.looped]
+    assert loop.pipeline_stages == 1 and loop.iterations == 16
+    assert loop.round_trips > 0 and loop.spilled_words is not None
+    # a chunk's loads, 16-byte vectors of a thread, waited for in fewer waves than loads
+    threads = launch.num_warps * 32
+    assert loop.round_trips <= loop.load_accesses / threads
+    assert launch.predicted_s == perf_model.predict_seconds(launch.facts, gxusim.current_spec())
+    assert "memory waits a chunk" in launch.occupancy

@@ -11,10 +11,12 @@ import gxusim
 from gxusim import perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
-from gxusim.perf_model import (LIVE_PER_CARRIED, LaunchFacts, PhaseFacts, breakdown,
+from gxusim.perf_model import (LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD, LaunchFacts, PhaseFacts, breakdown,
                                facts_from_dict, launch_phases, predict_seconds,
                                spilled_registers)
-from gxusim.residency import blocks_per_sm, residency, with_binary
+from gxusim.compiled import with_binary
+from gxusim.residency import blocks_per_sm, residency
+from gxusim.triton_launch import Resources
 
 N = 100_000_000
 
@@ -266,9 +268,36 @@ def test_the_compilers_spill_count_replaces_the_estimate():
     # read back from JSON as the sweep and calibration files store it
     stored = facts_from_dict(dataclasses.asdict(welford(16, compiled_spills=700)))
     assert spilled(stored) == 700
-    # (the load wait the spills overlap is small beside them)
+    # (the load wait the spills overlap is small beside them: they take most of the time)
     assert breakdown(stored, spec)["spill_s"] == pytest.approx(64 * 4 * 700 * spec.spill_s,
-                                                               rel=0.01)
+                                                               rel=0.03)
+
+
+def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code_where_read():
+    """Without a binary an unpipelined chunk loop waits ROUND_TRIPS_PER_LOAD per load
+    instruction of a thread; with one, the waits and spilled words its SASS has per chunk
+    (a row sum of 32768 x 4096 at 8 rows of 256 a chunk on 4 warps: unrolled, 16 chunks in
+    5 waits; rolled, 2 waits a chunk)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 8, "R0_BLOCK": 256}, 4, 32, 32768,
+                   4 * 32768 * 4096, chunks=16)
+    (loop,) = [p for p in facts.phases if p.looped]
+    per_thread = loop.load_accesses / (4 * spec.warp_size)
+    estimated = breakdown(facts, spec)["loop_round_trip_s"]
+    assert estimated == pytest.approx(
+        128 * 16 * per_thread * 4 / 5 * ROUND_TRIPS_PER_LOAD * spec.loop_round_trip_s, rel=0.3)
+
+    def read(round_trips, spilled_words):
+        code = dataclasses.replace(loop, round_trips=round_trips, spilled_words=spilled_words)
+        return dataclasses.replace(facts, phases=[code if p is loop else p
+                                                  for p in facts.phases])
+    unrolled, rolled = read(5 / 16, 0.0), read(2.0, 0.0)
+    assert predict_seconds(unrolled, spec) < predict_seconds(facts, spec) < \
+        predict_seconds(rolled, spec)
+    # words the machine code spills per chunk win over ptxas's count of spilled registers
+    spilling = dataclasses.replace(read(2.0, 12.0), compiled_spills=300)
+    assert spilled_registers([p for p in spilling.phases if p.looped][0], spilling, spec) == 12
+    assert facts_from_dict(dataclasses.asdict(spilling)) == spilling
 
 
 def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothing():
@@ -306,9 +335,9 @@ def test_a_binarys_registers_and_shared_memory_limit_the_programs_on_an_sm():
     assert residency(spec, 16, 64) == (2, "max_blocks_per_sm")  # half the register file each
     assert residency(spec, 16, 72) == (1, "registers")
     assert residency(spec, 4, 32, spec.smem_per_sm // 2 + 1) == (1, "shared_memory")
-    light, heavy = with_binary(facts, spec, 0, 64, 0), with_binary(facts, spec, 0, 128, 0)
+    light, heavy = (with_binary(facts, spec, Resources(0, regs, 0)) for regs in (64, 128))
     assert (light.blocks_per_sm, heavy.blocks_per_sm) == (2, 1)
-    assert with_binary(facts, spec, 32, 128, 0).compiled_spills == 32
+    assert with_binary(facts, spec, Resources(32, 128, 0)).compiled_spills == 32
     # alone on its SM a program has the SM's bandwidth to itself, but the 32 programs take
     # two waves: the GELU's chain-bound tiles take longer
     assert predict_seconds(heavy, spec) > predict_seconds(light, spec)
@@ -564,7 +593,7 @@ def test_a_block_reduction_costs_more_the_more_rows_each_warp_reduces():
 def test_fit_recovers_the_parameters_that_generated_the_times():
     start = gxusim.load_spec("gxu-on-h200")
     truth = start.replace(launch_overhead_s=3e-6, memory_latency_s=5e-7, loads_in_flight=8.0,
-                          sm_bandwidth=1.5e11, element_issue_s=2e-7, flop_issue_s=3e-9,
+                          sm_bandwidth=1.5e11, loop_round_trip_s=2e-7, flop_issue_s=3e-9,
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
                           layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6,
                           pipeline_latency_s=7e-7, async_copy_bandwidth=8e10,
@@ -573,7 +602,7 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
     for field in ("launch_overhead_s", "memory_latency_s", "loads_in_flight", "sm_bandwidth",
-                  "element_issue_s", "flop_issue_s", "transcendental_issue_s",
+                  "loop_round_trip_s", "flop_issue_s", "transcendental_issue_s",
                   "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s",
                   "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s",
                   "sm_flop_s", "chain_overlap", "spill_s", "run_issue_s", "row_reduction_s"):
