@@ -89,8 +89,15 @@ def test_predict_only_agrees_with_the_plan_of_a_real_run(rows):
         for got, want in zip(fake["kernels"], real["kernels"]):
             assert {k: got[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")} == \
                 {k: want[k] for k in ("kernel", "programs", "num_warps", "tiles", "meta")}
-            # the emulator times a run by the same tile phases the plan predicts from
-            assert got["facts"]["phases"] == want["facts"]["phases"] != []
+            # a run is timed by the same tile phases the plan predicts from (on the cuda
+            # target refined by what the binary's machine code says: its waits and spills)
+            assert _from_source(got["facts"]) == _from_source(want["facts"]) != []
+
+
+def _from_source(facts: dict) -> list[dict]:
+    """A launch's phases as the kernel's source gives them, the compiled binary's aside."""
+    return [{k: v for k, v in phase.items() if k not in ("round_trips", "spilled_words")}
+            for phase in facts["phases"]]
 
 
 def test_a_failed_run_is_a_row_and_the_sweep_goes_on(monkeypatch):
