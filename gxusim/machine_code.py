@@ -37,6 +37,7 @@ _REGISTER = re.compile(r"\bR(\d+)(?:\.(64|128))?\b")
 _TARGET = re.compile(r"(\.L_x_\d+)")
 _GLOBAL_LOAD = "LDG"
 _ASYNC_COPY = "LDGSTS"  # a pipelined chunk loop's copies (global to shared memory)
+_COPY_BARRIER = "LDGDEPBAR"
 _LOCAL = ("LDL", "STL")
 # Instructions whose first operand is read, not written.
 _NO_DESTINATION = ("ST", "RED", "ATOM", "BAR", "BRA", "EXIT", "RET", "CALL", "WARPSYNC",
@@ -141,7 +142,10 @@ def _round_trips(body: Sequence[tuple[str, str]], passes: int = 6) -> float:
 
 
 def _loads(body: Sequence[tuple[str, str]]) -> int:
-    return sum(opcode.startswith(_GLOBAL_LOAD) for opcode, _ in body)  # LDGSTS too
+    """Global loads and asynchronous copies (LDG, LDGSTS; not LDGDEPBAR, which only closes
+    a group of copies)."""
+    return sum(opcode.startswith(_GLOBAL_LOAD) and not opcode.startswith(_COPY_BARRIER)
+               for opcode, _ in body)
 
 
 def _width(opcode: str) -> int:

@@ -79,3 +79,18 @@ def test_a_load_waits_for_its_address():
 
 def test_code_without_loops_has_no_loop_code():
     assert loop_code("        /*0000*/                   EXIT ;\n") is None
+
+
+def test_a_pipelined_loops_copies_are_its_loads_and_its_copy_barrier_is_not():
+    pipelined = """
+.L_x_0:
+        /*0010*/                   LDGSTS.E.BYPASS.128 [R3], desc[UR4][R20.64] ;
+        /*0020*/                   LDGSTS.E.BYPASS.128 [R3+0x200], desc[UR4][R20.64+0x200] ;
+        /*0030*/                   LDGDEPBAR ;
+        /*0040*/                   DEPBAR.LE SB0, 0x1 ;
+        /*0050*/                   LDS.128 R4, [R5] ;
+        /*0060*/                   FADD R2, R4, R2 ;
+        /*0070*/              @!P0 BRA `(.L_x_0) ;
+"""
+    # copies into shared memory are not waited for one by one
+    assert loop_code(pipelined).tile_body == LoopCode(loads=2, round_trips=0.0)
