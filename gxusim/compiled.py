@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .machine_code import chunk_code
+from .machine_code import ChunkLoop, chunk_code
 from .perf_model import LaunchFacts
 from .residency import residency
 from .spec import HardwareSpec
@@ -44,12 +44,14 @@ def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources)
     if binary.code is None or not looped:
         return tuple(facts.phases)
     threads = facts.num_warps * spec.warp_size
-    found = chunk_code(binary.code, [facts.phases[i].load_accesses / threads for i in looped],
-                       [facts.phases[i].iterations for i in looped])
+    found = chunk_code(binary.code, [ChunkLoop(facts.phases[i].load_accesses / threads,
+                                               facts.phases[i].iterations,
+                                               facts.phases[i].store_bytes > 0) for i in looped])
     phases = list(facts.phases)
     for i, chunk in zip(looped, found):
         if chunk is not None:
             waits = chunk.round_trips if phases[i].pipeline_stages == 1 else 0.0
             phases[i] = dataclasses.replace(phases[i], round_trips=waits,
-                                            spilled_words=chunk.local_words)
+                                            spilled_words=chunk.local_words,
+                                            issued=chunk.instructions or None)
     return tuple(phases)

@@ -14,16 +14,19 @@ loops (backward branches) and walks one thread's in-order issue through each loo
 twice over so that loads a body issues for its next pass count as in flight: a global
 load's registers are ready one round trip after it issues, every other result at once, and
 an instruction waits for the registers it reads. The steady-state length of a pass, in
-round trips, is the waits a thread cannot overlap. `chunk_round_trips` matches the kernel's
-chunk loops (the performance model's looped phases) to those loops in program order by
-their loads (a loop unrolled U times issues U chunks' loads a pass); a chunk loop unrolled
-completely is found in the tile loop's own body, whose waits its chunks share. The same
-passes count the words a thread spills to local memory and reloads (LDL, STL): what a
-chunk pays for its spills, where ptxas's spill count says only how many registers went.
+round trips, is the waits a thread cannot overlap, each charged to the load it waited for.
+`chunk_code` matches the kernel's chunk loops (the performance model's looped phases) to
+those loops in program order by their loads and stores (a loop unrolled U times issues U
+chunks' loads a pass); chunk loops unrolled completely are found in the tile loop's own
+body, each with the waits of its own stretch of the body's loads. The same passes count
+the words a thread spills to local memory and reloads (LDL, STL): what a chunk pays for
+its spills, where ptxas's spill count says only how many registers went; and the
+instructions a warp issues, which a pipelined chunk's copies share the SM's issue with.
 """
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -39,6 +42,7 @@ _GLOBAL_LOAD = "LDG"
 _ASYNC_COPY = "LDGSTS"  # a pipelined chunk loop's copies (global to shared memory)
 _COPY_BARRIER = "LDGDEPBAR"
 _LOCAL = ("LDL", "STL")
+_GLOBAL_STORE = "STG"
 # Instructions whose first operand is read, not written.
 _NO_DESTINATION = ("ST", "RED", "ATOM", "BAR", "BRA", "EXIT", "RET", "CALL", "WARPSYNC",
                    "BSYNC", "BSSY", "NOP", "MEMBAR", "DEPBAR", "ERRBAR")
@@ -49,6 +53,11 @@ class LoopCode(NamedTuple):
     loads: int  # global loads and asynchronous copies per pass (instructions)
     round_trips: float  # memory waits per pass a thread cannot overlap (steady state)
     local_words: int = 0  # 4-byte words a pass stores to and loads from local memory (spills)
+    stores: int = 0  # global stores per pass (instructions)
+    instructions: int = 0  # instructions a warp issues per pass
+    # Per load instruction (program order), the round trips of the pass spent waiting for
+    # it: which of the loops unrolled into one body the waits belong to.
+    load_waits: tuple[float, ...] = ()
 
 
 class MachineCode(NamedTuple):
@@ -60,8 +69,11 @@ class MachineCode(NamedTuple):
     @classmethod
     def from_json(cls, data: Sequence) -> "MachineCode":
         """Back from its JSON form (nested lists, as `json.dumps` writes the tuples)."""
+        def loop(fields: Sequence) -> LoopCode:
+            code = LoopCode(*fields)
+            return code._replace(load_waits=tuple(code.load_waits))
         loops, body = data
-        return cls(tuple(LoopCode(*loop) for loop in loops), LoopCode(*body))
+        return cls(tuple(map(loop, loops)), loop(body))
 
 
 def _nvdisasm() -> Optional[str]:
@@ -125,27 +137,46 @@ def _reads_writes(opcode: str, operands: str) -> tuple[set[int], set[int]]:
     return reads, written
 
 
-def _round_trips(body: Sequence[tuple[str, str]], passes: int = 6) -> float:
-    """Round trips one steady-state pass through `body` takes (see the module docstring)."""
+def _waits(body: Sequence[tuple[str, str]], passes: int = 6) -> tuple[float, tuple[float, ...]]:
+    """Round trips one steady-state pass through `body` takes (see the module docstring),
+    and how many of them each global load is waited for."""
     ready: dict[int, float] = {}
+    waited_load: dict[int, int] = {}  # register -> the load that writes it
+    per_load = [0.0] * _loads(body)
     now, marks = 0.0, []
-    for _ in range(passes):
+    for count in range(passes):
+        load = 0
         for opcode, operands in body:
             reads, written = _reads_writes(opcode, operands)
-            now = max([now, *(ready.get(r, 0.0) for r in reads)])
-            waits = opcode.startswith(_GLOBAL_LOAD) and not opcode.startswith(_ASYNC_COPY)
-            done = now + (1.0 if waits else 0.0)
+            # the register ready last, of the load issued last where several tie
+            latest = max(reads, key=lambda r: (ready.get(r, 0.0), waited_load.get(r, -1)),
+                         default=None)
+            start = max(now, ready.get(latest, 0.0)) if latest is not None else now
+            if start > now and count >= 2 and latest in waited_load:
+                per_load[waited_load[latest]] += start - now
+            now = start
+            is_load = _is_load(opcode)
+            waits = is_load and not opcode.startswith(_ASYNC_COPY)
             for register in written:
-                ready[register] = done
+                ready[register] = now + (1.0 if waits else 0.0)
+                if waits:
+                    waited_load[register] = load
+                else:
+                    waited_load.pop(register, None)
+            load += is_load
         marks.append(now)
-    return (marks[-1] - marks[1]) / (passes - 2)
+    steady = passes - 2
+    return (marks[-1] - marks[1]) / steady, tuple(w / steady for w in per_load)
+
+
+def _is_load(opcode: str) -> bool:
+    return opcode.startswith(_GLOBAL_LOAD) and not opcode.startswith(_COPY_BARRIER)
 
 
 def _loads(body: Sequence[tuple[str, str]]) -> int:
     """Global loads and asynchronous copies (LDG, LDGSTS; not LDGDEPBAR, which only closes
     a group of copies)."""
-    return sum(opcode.startswith(_GLOBAL_LOAD) and not opcode.startswith(_COPY_BARRIER)
-               for opcode, _ in body)
+    return sum(_is_load(opcode) for opcode, _ in body)
 
 
 def _width(opcode: str) -> int:
@@ -158,7 +189,10 @@ def _local_words(body: Sequence[tuple[str, str]]) -> int:
 
 
 def _loop(body: Sequence[tuple[str, str]]) -> LoopCode:
-    return LoopCode(_loads(body), _round_trips(body), _local_words(body))
+    round_trips, load_waits = _waits(body)
+    return LoopCode(_loads(body), round_trips, _local_words(body),
+                    sum(opcode.startswith(_GLOBAL_STORE) for opcode, _ in body), len(body),
+                    load_waits)
 
 
 @functools.lru_cache(maxsize=256)
@@ -182,43 +216,72 @@ def loop_code(sass: str) -> Optional[MachineCode]:
                        _loop(rest))
 
 
+class ChunkLoop(NamedTuple):
+    """A chunk loop as the kernel's source has it: what finds it in the machine code."""
+    loads: float  # load instructions a thread issues per chunk
+    chunks: int  # chunks per tile
+    stores: bool  # whether it stores (layernorm's normalising pass; not its statistics pass)
+
+
 class ChunkCode(NamedTuple):
     """What one chunk of a chunk loop costs a thread, as its machine code says."""
     round_trips: float  # memory waits it cannot overlap
     local_words: float  # 4-byte words it spills to local memory and reloads
+    instructions: float = 0.0  # instructions a warp issues
 
 
-def chunk_code(code: MachineCode, loads_per_chunk: Sequence[float],
-               chunks: Sequence[int]) -> tuple[Optional[ChunkCode], ...]:
-    """Per chunk, for each of a tile's chunk loops with loads (program order), given each
-    one's load instructions a thread issues per chunk and its chunks per tile; None for a
+def _per_chunk(loop: LoopCode, share: float) -> ChunkCode:
+    return ChunkCode(loop.round_trips * share, loop.local_words * share,
+                     loop.instructions * share)
+
+
+def chunk_code(code: MachineCode, loops: Sequence[ChunkLoop]) -> tuple[Optional[ChunkCode], ...]:
+    """Per chunk, for each of a tile's chunk loops with loads (program order); None for a
     loop not found.
 
     A loop of the machine code is a chunk loop's when it issues between one and all of that
-    loop's chunks' loads a pass; chunk loops left without one were unrolled into the tile
-    loop's body and share its waits and spills by their loads. Where ptxas kept some of a
-    tile's chunk loops and unrolled others, nothing is found: loops that load alike (a
-    layernorm's two passes over its rows) cannot be told apart."""
-    found: list[Optional[ChunkCode]] = [None] * len(loads_per_chunk)
-    if code.chunk_loops and len(code.chunk_loops) != len(loads_per_chunk):
-        # Some chunk loops kept, some unrolled: which is which, their loads cannot tell
-        # where two loops load alike (layernorm's statistics pass and its normalising pass).
+    loop's chunks' loads a pass, and stores where that loop stores; chunk loops left without
+    one were unrolled into the tile loop's body and share its waits, spills and instructions
+    by their loads. Where ptxas kept some of a tile's chunk loops and unrolled others,
+    nothing is found if two of them look alike (softmax's max and sum passes load alike and
+    store nothing): which one was kept, the machine code cannot tell."""
+    found: list[Optional[ChunkCode]] = [None] * len(loops)
+    signatures = [(loop.stores, round(loop.loads, 3)) for loop in loops]
+    if code.chunk_loops and len(code.chunk_loops) != len(loops) and \
+            len(set(signatures)) < len(signatures):
         return tuple(found)
-    phase = 0
-    for loop in code.chunk_loops:
-        while phase < len(loads_per_chunk):
-            unrolled = loop.loads / loads_per_chunk[phase] if loads_per_chunk[phase] else 0.0
-            phase += 1
-            if 0.9 <= unrolled <= chunks[phase - 1] + 0.01:
-                found[phase - 1] = ChunkCode(loop.round_trips / unrolled,
-                                             loop.local_words / unrolled)
+    index = 0
+    for machine in code.chunk_loops:
+        while index < len(loops):
+            source = loops[index]
+            unrolled = machine.loads / source.loads if source.loads else 0.0
+            index += 1
+            if 0.9 <= unrolled <= source.chunks + 0.01 and (machine.stores > 0) == source.stores:
+                found[index - 1] = _per_chunk(machine, 1 / unrolled)
                 break
     rest = [i for i, known in enumerate(found) if known is None]
-    per_tile = sum(loads_per_chunk[i] * chunks[i] for i in rest)
+    per_tile = sum(loops[i].loads * loops[i].chunks for i in rest)
     if not code.tile_body.loads or not per_tile:
         return tuple(found)
-    for i in rest:
-        share = loads_per_chunk[i] * chunks[i] / per_tile / max(1, chunks[i])
-        found[i] = ChunkCode(code.tile_body.round_trips * share,
-                             code.tile_body.local_words * share)
+    waits = _body_waits(code.tile_body, [loops[i] for i in rest])
+    for i, chunk_waits in zip(rest, waits):
+        shared = _per_chunk(code.tile_body, loops[i].loads / per_tile)
+        found[i] = shared if chunk_waits is None else shared._replace(round_trips=chunk_waits)
     return tuple(found)
+
+
+def _body_waits(body: LoopCode, unrolled: Sequence[ChunkLoop]) -> list[Optional[float]]:
+    """Per chunk, the waits of chunk loops unrolled into the tile loop's body, each from the
+    loads it issued there, in program order (layernorm's statistics pass issues its 32
+    chunks' loads and waits 6 times; its normalising pass waits on each of its 32 loads).
+    Each loop's stretch of the body's loads is its share of the loads the loops issue (a
+    thread's loads of less than 16 bytes are fractions of a load to the source's count and
+    one instruction to the binary); None where those shares do not split the body's loads
+    into whole stretches (then the loops share its waits by loads)."""
+    total = sum(loop.loads * loop.chunks for loop in unrolled)
+    stretches = [len(body.load_waits) * loop.loads * loop.chunks / total for loop in unrolled]
+    if not body.load_waits or any(abs(n - round(n)) > 0.01 for n in stretches):
+        return [None] * len(unrolled)
+    ends = list(itertools.accumulate(round(n) for n in stretches))
+    return [sum(body.load_waits[end - round(n):end]) / loop.chunks
+            for loop, n, end in zip(unrolled, stretches, ends)]

@@ -18,23 +18,17 @@ the body of each `tl.range` loop over a reduction's chunks):
     first round trip.
   - further round trips = latency x (vector accesses per thread / in-flight vectors - 1),
     when a thread loads and stores more 16-byte vectors than it keeps in flight (stores
-    hold slots as loads do: broadcast_add, one load and one store per element, was
-    predicted 10-15% fast when only loads counted). mul_relu 100M, 2 warps: 4 vector
-    loads per thread 0.56 us/tile, 8 loads 1.10 us; fma3 (three inputs) steps at half the
-    elements per thread. A load in flight holds its destination registers, so the
-    accesses a thread keeps in flight (loads_in_flight, with all max_regs_per_thread
-    registers) shrink with its register budget, the SM's register file over the program's
-    threads (`register_budget`; on the H200 255 registers up to 8 warps, 128 at 16). The
-    gxu policy's 32K-element tiles at 16 warps were predicted too fast against the seed's
-    1K tiles (gxu/seed ratios of add_relu and mul_relu 10-11% low; with this and the layout
-    barriers below, refitted, 2-3%).
+    hold slots as loads do: broadcast_add was predicted 10-15% fast when only loads
+    counted). mul_relu 100M, 2 warps: 4 vector loads per thread 0.56 us/tile, 8 loads 1.10
+    us. A load in flight holds its destination registers, so the accesses a thread keeps
+    in flight (loads_in_flight, with all max_regs_per_thread registers) shrink with its
+    register budget, the SM's register file over the program's threads (`register_budget`;
+    on the H200 255 registers up to 8 warps, 128 at 16).
   - bytes / SM bandwidth: the tile's loads and stores through one SM (shared by the
     programs resident on it). After the first round trip the tile streams at the slower of
     the two rates (Little's law: the bytes a thread keeps in flight, or what the SM moves),
-    hence the smooth max, not a sum. mul_relu 1G, 16 warps: 32 KB tiles 0.63 us, 256 KB
-    tiles 2.7 us (~95 GB/s per SM, 32 SMs ~3 TB/s; fitted ~130 GB/s on top of the first
-    round trip). 32 programs on 32 of 132 SMs never reach DRAM bandwidth; a device-wide
-    bytes/bandwidth term cannot see it.
+    hence the smooth max, not a sum (fitted ~150 GB/s per SM on the H200: 32 programs on
+    32 of 132 SMs never reach DRAM bandwidth; a device-wide term cannot see it).
   - compute = elements per thread x (flop_issue_s x (arithmetic steps + WORD_STEPS x the
     4-byte words the element loads and stores) + transcendental_issue_s x libdevice calls
     (in expf's)) along the longest per-element dependency chain. Each word a thread moves
@@ -43,19 +37,18 @@ the body of each `tl.range` loop over a reduction's chunks):
     SM sub-partition leaves no other warp to hide latency, so the chain's latency, not the
     instruction count, sets the pace: tanh_gelu (chain of 7 ops and a tanh) costs 80 ns per
     element per thread on the H200, exp_sin (exp and sin side by side) ~50 ns although it
-    has more instructions. Or, when slower, the SM's issue rate over the elements of every
-    program resident on it (sm_flop_s, sm_transcendental_s per element and step): where
-    two programs share an SM (the 16-SM partition, a GXU) tanh_gelu's transcendental chain
-    is issue-bound; with one program per SM (the whole H200) only such chains come near it.
+    has more instructions. Or, when slower, the SM's issue rate over the instructions of
+    every program resident on it (sm_flop_s per thread-instruction: a chunk's as its binary
+    issues them (`PhaseFacts.issued`), else INSTRUCTIONS_PER_STEP per element and step;
+    sm_transcendental_s per call): where two programs share an SM (the 16-SM partition, a
+    GXU) tanh_gelu's transcendental chain is issue-bound; with one program per SM (the
+    whole H200) only such chains come near it.
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
-    layout_convert_s each (a per-SM throughput, so per tile element, not per thread, and
-    shared by the programs on the SM: fits the calibration's permute at 1 to 16 warps, 8.5%
-    against 9.9% per thread element), and its barriers (the block writes shared memory,
-    waits, reads it back) once a tile, layout_sync_s (~120 ns on the H200): small transpose
-    tiles were predicted ~20% fast and large ones slow when the whole conversion was
-    charged per element (the suite's 32x32 against 128x128 transpose tiles: gxu/seed ratio
-    21% off, now 2%).
+    layout_convert_s each (a per-SM throughput, shared by the programs on the SM), and its
+    barriers (the block writes shared memory, waits, reads it back) once a tile,
+    layout_sync_s (~120 ns on the H200): charged all per element, the suite's 32x32 against
+    128x128 transpose tiles had a gxu/seed ratio 21% off (now 2%).
   Bandwidth terms count whole 32-byte sectors (`sector_bytes`: a column reduction's chunk
   of 1 to 4 columns moves 8 to 32 times the bytes it uses), which took the held-out column
   sum's rank correlation over its 478 configs from 0.70 to 0.92.
@@ -71,20 +64,22 @@ the body of each `tl.range` loop over a reduction's chunks):
   ns a chunk on 4 warps (all 16 chunks' loads in the tile's body, 5 waits a tile) and 436
   on 2 (rolled, 2 waits a chunk); charged ~230 ns per load instruction alike, the held-out
   unpipelined row sums were predicted up to 2.7x slow (median 43-47% off, 9-23% with the
-  binary's waits; fitted ~0.5 us a wait). Without a binary (predict-only, the emulator),
-  the waits are estimated: ROUND_TRIPS_PER_LOAD per load instruction of a thread, times
-  W/(W+1) (one warp's loads queue behind no other warp's). The chunk's arithmetic (even
-  layernorm's Welford update) hides under its waits or they under it. A chunk's elements
-  are independent, so a thread runs
-  1 + chain_overlap of their chains side by side (~2.8 on the H200; softmax 2048x32768's
+  binary's waits; fitted ~0.5 us a wait). Chunk loops unrolled into one body take the
+  waits of their own loads (layernorm's statistics pass issues its chunks' loads together
+  and waits 6 times in 32 chunks, its normalising pass once a chunk: charged 0.59 waits a
+  chunk each, its 8-16 warp plans were predicted up to 2.4x slow). Without a binary
+  (predict-only, the emulator), the waits are estimated: ROUND_TRIPS_PER_LOAD per load
+  instruction of a thread, times W/(W+1) (one warp's loads queue behind no other warp's).
+  The chunk's arithmetic (even layernorm's Welford update) hides under its waits or they
+  under it. A chunk's elements are independent, so a thread runs 1 + chain_overlap of
+  their chains side by side (~2.8 on the H200; softmax 2048x32768's
   three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A
   load instruction is a 16-byte vector where the thread's contiguous run allows and
   narrower where it does not (`load_accesses`: a column reduction's thread loads its
   column's elements one by one).
   A gather's index load is one of those loads, and its dependent second round trip is
-  latency, not more issue (the suite's embedding_mean, two tiles of one 128x128 chunk of
-  8-byte indices and 4-byte values on 16 warps: 8.3 us measured beyond the launch overhead,
-  18 predicted when every word was charged once per round trip of the chain, 9 now).
+  latency, not more issue (the suite's embedding_mean: 8.3 us beyond the launch overhead,
+  18 predicted when every word was charged once per round trip of the chain).
   A later chunk loop that re-reads the rows an earlier one of the same tile loaded
   (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
   the tile's rows fit in the program's share of it (`cached_load_bytes`): those loads cost
@@ -105,25 +100,24 @@ the body of each `tl.range` loop over a reduction's chunks):
   chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
   touch costs the SM run_issue_s besides (~0.25 ns): a column sum's chunk of R0_BLOCK rows x
   8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
-  about 0.4 ns a run at every warp count, from 4 to 64 columns alike.
+  about 0.4 ns a run at every warp count, from 4 to 64 columns alike. The chunk's
+  instructions add to its copies (sm_flop_s; they share the SM's issue with the copies and
+  the reads of shared memory): at 64 KB chunks a row sum (96 instructions a warp a chunk)
+  streams 100-120 GB/s per SM, a column amax of the same chunk shape (369, its NaN checks)
+  66-72; with one copy rate for both the row sums were predicted 30-78% slow. A pipelined
+  loop of one chunk waits for its copies once (a gather twice).
 * **register spills** (any chunk loop of more than one chunk, and a persistent reduction's
   tile): what a thread spills is stored and reloaded every chunk (or tile, around its block
-  reductions), spill_s per 4-byte word. An unpipelined loop's spills overlap its load wait
-  (smooth max); a pipelined loop's add to its copies. How many words: where the binary's
-  SASS was read, the local-memory words (LDL, STL) a chunk's code moves
-  (`PhaseFacts.spilled_words`: what a chunk pays, where ptxas's count says only how many
-  registers went); else ptxas's count where the kernel was compiled
-  (`LaunchFacts.compiled_spills`), else an estimate: a value the loop carries from
-  chunk to chunk (a sum's accumulator; Welford's mean, m2 and weight) is a register per
-  element of the thread's share of the chunk, LIVE_PER_CARRIED with its update's
-  temporaries, and what exceeds the `register_budget` spills. Layernorm 4096x4096
-  (Welford), 64 elements a thread: ptxas spilled a median of 124-149 registers on 1-8 warps
-  and the loop ran 2.5-7x slower than at 32.
+  reductions), spill_s per 4-byte word plus every thread's spilled bytes on the SM at
+  spill_bandwidth (fitted ~230 GB/s, an SM's L1: one per-word cost, fitted to the 16-warp
+  plans whose words cost 4x as much, left layernorm's 1-warp plans spilling 540 words a
+  chunk 2.7x slow). Spills add to the loop's time. How many words: `spilled_registers`.
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory), plus row_reduction_s per row each warp reduces (its lanes meet in
   a tree of shuffles, one tree a row: the persistent row sum 1M x 128 on 2-8 warps, 16 rows
   a warp, ran 1.5-2.6x slower than predicted when a reduction cost the same for any rows;
-  fitted 25 ns, about five shuffle-and-add steps); scan_chunk_s x (1 + log2 warps) per chunk of a block scan (each
+  fitted 25 ns, about five shuffle-and-add steps); scan_chunk_s x (1 + log2 warps) per
+  chunk of a block scan (each
   waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
   seed's cumsum at 16 warps, 900 ns a chunk, had been predicted at half that).
 
@@ -143,14 +137,11 @@ tile-level phase built from their per-element counts (`_legacy_phase`).
 What it does not model (measured on the H200 against the ceiling search, see
 benchmarks/validate_model.py): a tile's fixed cost around a pipelined loop with few chunks
 (amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the same config),
-why a running max streams its copy-bound chunks at 60-80 GB/s per SM where a running sum
-streams at 100-120 (the fit's one copy rate leaves the pipelined row sums 10-37% slow, the
-gxu policy's 64 KB chunks most), a spill's cost by where the spilled words live (L1 at 1-2
-warps, L2 at 16: one spill_s leaves layernorm's 1-warp plans up to 2.7x slow), the
-arithmetic a chunk's machine code really issues (a max's NaN checks), and, without a
-compiled binary (predict-only, the emulator), the compiler's own decisions: how far it
-unrolls a chunk loop and what it spills (layernorm's loop of 4 chunks is unrolled and
-spills nothing at 64 elements a thread where its other plans of that share spill 86-230).
+a column sum's chunks of 1-2 columns, whose every 4-byte element is a DRAM sector of its
+own (up to 4.7x slow), and, without a compiled binary (predict-only, the emulator), the
+compiler's own decisions: how far it unrolls a chunk loop, what it spills (layernorm's
+loop of 4 chunks is unrolled and spills nothing at 64 elements a thread where its other
+plans of that share spill 86-230) and how many instructions it issues.
 """
 from __future__ import annotations
 
@@ -180,6 +171,10 @@ LIVE_PER_CARRIED = 2.5
 # the ceiling search's plans, benchmarks/registers.py; 10th-90th percentile 0.14-1.06, by
 # how far ptxas unrolled the loop and how many loads its registers kept in flight).
 ROUND_TRIPS_PER_LOAD = 0.375
+# Instructions a warp issues per element of a thread and arithmetic step (WORD_STEPS per
+# word moved), where no binary says: the median over 5,382 chunk loops of the same binaries
+# (10th-90th percentile 0.25-1.2: a sum of squares 0.28, a Welford variance 1.2).
+INSTRUCTIONS_PER_STEP = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +204,7 @@ class PhaseFacts:
     # words a chunk spills to local memory and reloads (None: from ptxas's spill count).
     round_trips: float = 0.0
     spilled_words: Optional[float] = None
+    issued: Optional[float] = None  # instructions a warp issues per chunk (None: estimated)
 
 
 class Phases(list):
@@ -390,8 +386,8 @@ TERMS: tuple[Term, ...] = (
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
     Term("chain_overlap", "a chunk loop's element chains a thread runs alongside each one"),
-    Term("sm_flop_s", "per element on one SM: one arithmetic step (a word moved: "
-         "WORD_STEPS), at the SM's issue rate"),
+    Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
+         "instructions: its binary's, else INSTRUCTIONS_PER_STEP per element and step)"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
          "SM's issue rate"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
@@ -402,6 +398,8 @@ TERMS: tuple[Term, ...] = (
     Term("spill_s", "a chunk (a persistent reduction: a tile): per 4-byte word a thread "
          "spills and reloads (the binary's local-memory words, else its spilled registers, "
          "stored and reloaded each chunk or around a tile's reductions)"),
+    Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
+         "through its L1", rate=True),
     Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
@@ -458,12 +456,13 @@ def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
 
 
 def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """Registers per thread a phase spills, stored and reloaded once an iteration (a chunk
-    loop's chunk, a tile-level phase's tile).
+    """Registers (4-byte words) per thread a phase spills, stored and reloaded once an
+    iteration (a chunk loop's chunk, a tile-level phase's tile).
 
-    A chunk loop: what ptxas spilled where the kernel was compiled (`compiled_spills`), else
-    an estimate: each value the loop carries from chunk to chunk is a register per element
-    of the thread's share of the chunk, LIVE_PER_CARRIED of them with the update's
+    A chunk loop: the words its machine code moves a chunk (`PhaseFacts.spilled_words`),
+    else what ptxas spilled where the kernel was compiled (`compiled_spills`), else an
+    estimate: each value the loop carries from chunk to chunk is a register per element of
+    the thread's share of the chunk, LIVE_PER_CARRIED of them with the update's
     temporaries, and what exceeds the thread's `register_budget` spills. A loop that runs
     once carries nothing (the compiler folds its first-chunk case).
 
@@ -471,15 +470,12 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     values across its reductions, so what ptxas spilled is stored before them and reloaded
     after, once a tile: the transformer block's inference softmax under the gxu policy (128
     rows of 256 a tile on 16 warps, 80 registers spilled) took 88 us where 58 were predicted
-    without it, and the block's gxu/seed ratio was 22% off (10% with). A pointwise tile's
-    spills cost nothing measurable (the same block's GELU, 36 spilled, within 7% without
-    them), and where nothing was compiled a tile's spills are not estimated.
+    without it. A pointwise tile's spills cost nothing measurable (the same block's GELU, 36
+    spilled, within 7% without them); where nothing was compiled a tile's are not estimated.
 
     The estimate misses the compiler's own decisions: ptxas unrolls layernorm's loop of four
     chunks and spills nothing at 64 elements a thread where every other plan of that share
-    spills 86-230 registers, and the variance at 16 warps spills twice the estimate. Held
-    out, with ptxas's counts layernorm's rank correlation over its configs is 0.91, with the
-    estimate 0.81-0.83 (benchmarks/validate_model.py --registers)."""
+    spills 86-230 registers."""
     if not phase.looped:  # a looped kernel's spills are its chunk loop's
         persistent = phase.reductions and not any(p.looped for p in facts.phases)
         return float(facts.compiled_spills or 0) if persistent else 0.0
@@ -514,11 +510,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     steps = phase.iterations
     latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
-        # Asynchronous copies keep stages - 1 chunks in flight ahead of the one being
-        # summed. A chunk's round trip ends when its bytes have streamed through the SM,
-        # so stages - 1 of them overlap: each chunk after the first takes a share of
-        # (round trip + its bytes' transfer), or the transfer alone when the SM's bandwidth
-        # binds. Rows an earlier loop of the tile left in L2 come back in an L2 round trip.
+        # stages - 1 chunks in flight: each chunk after the first takes a share of (round
+        # trip + its transfer), or the transfer alone where the SM's copy rate binds. Rows
+        # an earlier loop of the tile left in L2 come back in an L2 round trip.
         ahead = phase.pipeline_stages - 1
         hits = cached / phase.load_bytes if phase.load_bytes else 0.0
         trip = {"pipeline_latency_s": (1 - hits) * spec.pipeline_latency_s,
@@ -544,7 +538,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
-            waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
+            # A pipelined loop of one chunk issues all its copies, then waits once (a
+            # gather twice: for its indices, then for the rows they name).
+            waits = phase.round_trips or (phase.load_depth if phase.pipeline_stages > 1 else
+                                          queued * per_thread * ROUND_TRIPS_PER_LOAD)
             loads = spec.loop_round_trip_s * steps * waits * uncached
         return _smooth_max_by_field({"memory_latency_s": latency}, {"loop_round_trip_s": loads},
                                     {"sm_bandwidth": steps * bandwidth})
@@ -577,22 +574,24 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
              "transcendental_issue_s": steps * serial * phase.transcendental_steps *
              spec.transcendental_issue_s}
     issued = sharing * steps * phase.elements
-    throughput = {"sm_flop_s": issued * issue_steps * spec.sm_flop_s,
+    # The SM's issue slots: a warp's instructions as the binary's chunk issues them, else
+    # an estimate; each one a thread-instruction for every lane.
+    instructions = phase.issued or INSTRUCTIONS_PER_STEP * per_thread * issue_steps
+    threads = facts.num_warps * spec.warp_size
+    throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s,
                   "sm_transcendental_s": issued * (phase.transcendental_steps + phase.divisions) *
                   spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, sharing, cached)
     spilled = spilled_registers(phase, facts, spec)
-    spill = {"spill_s": steps * spilled * spec.spill_s} if spilled else {}
+    spill = {"spill_s": steps * spilled * spec.spill_s,
+             "spill_bandwidth": _seconds_at(spec.spill_bandwidth, sharing * steps * spilled *
+                                            facts.num_warps * spec.warp_size * 8)} \
+        if spilled else {}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
-    if phase.looped and phase.pipeline_stages == 1:
-        # The chunk loop's arithmetic hides under its loads, or they under it; its spilled
-        # registers go out and come back while its loads are waited on (layernorm at 64
-        # elements a thread: 0.75 ms measured, 1.2 predicted when they added).
-        parts = _smooth_max_by_field(memory, compute, spill)
-    elif phase.looped:  # a pipelined loop's loads are in flight already: spills add
+    if phase.looped and phase.pipeline_stages == 1:  # arithmetic hides under the waits
         parts = {**_smooth_max_by_field(memory, compute), **spill}
-    else:  # the tile's arithmetic waits for its loads; its spills wait for its reductions
+    else:  # a tile's arithmetic waits for its loads, a pipelined chunk's shares their issue
         parts = {**memory, **compute, **spill}
     for field, seconds in parts.items():
         terms[field] += seconds

@@ -51,6 +51,7 @@ class HardwareSpec:
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
+    spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a pipelined chunk: per contiguous run its copies touch
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
@@ -86,7 +87,7 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
                 "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "async_copy_bandwidth", "run_issue_s", "spill_s",
+                "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 
 

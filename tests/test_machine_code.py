@@ -1,5 +1,7 @@
 """The machine code reader: loops, their loads and the memory waits a thread cannot overlap."""
-from gxusim.machine_code import ChunkCode, LoopCode, MachineCode, chunk_code, loop_code
+import pytest
+
+from gxusim.machine_code import ChunkCode, ChunkLoop, LoopCode, MachineCode, chunk_code, loop_code
 
 # nvdisasm's layout, cut down: a tile loop (.L_x_1) around a chunk loop (.L_x_0) whose pass
 # issues two loads, waits for the first, issues a third and waits for it.
@@ -40,18 +42,24 @@ UNROLLED = """
 
 def test_a_rolled_chunk_loop_waits_where_its_loads_are_used():
     code = loop_code(ROLLED)
-    assert code == MachineCode((LoopCode(loads=3, round_trips=2.0),), LoopCode(0, 0.0))
+    # seven instructions a pass, the branch included; the tile body (IMAD, STG, BRA) aside
+    # the first load waited for once, the third once, the second never (ready by its use)
+    assert code == MachineCode((LoopCode(3, 2.0, instructions=7, load_waits=(1.0, 0.0, 1.0)),),
+                               LoopCode(0, 0.0, stores=1, instructions=3))
     # three 16-byte loads a pass, 1.5 a chunk: the loop runs two chunks a pass
-    assert chunk_code(code, [1.5], [8]) == (ChunkCode(round_trips=1.0, local_words=0.0),)
+    assert chunk_code(code, [ChunkLoop(1.5, 8, stores=False)]) == (ChunkCode(1.0, 0.0, 3.5),)
     # a phase whose chunk issues more loads than the loop does is not this loop
-    assert chunk_code(code, [6.0], [8]) == (None,)
+    assert chunk_code(code, [ChunkLoop(6.0, 8, stores=False)]) == (None,)
+    # nor is one that stores, where the loop does not
+    assert chunk_code(code, [ChunkLoop(1.5, 8, stores=True)]) == (None,)
 
 
 def test_an_unrolled_chunk_loop_shares_the_tile_loops_waits():
     code = loop_code(UNROLLED)
-    assert code == MachineCode((), LoopCode(loads=4, round_trips=1.0))
+    assert code == MachineCode((), LoopCode(4, 1.0, stores=1, instructions=9,
+                                            load_waits=(0.0, 1.0, 0.0, 0.0)))
     # four chunks of one load each, all in flight together: a quarter of a wait a chunk
-    assert chunk_code(code, [1.0], [4]) == (ChunkCode(0.25, 0.0),)
+    assert chunk_code(code, [ChunkLoop(1.0, 4, stores=False)]) == (ChunkCode(0.25, 0.0, 2.25),)
 
 
 def test_spills_are_the_local_memory_words_a_pass_moves():
@@ -62,7 +70,7 @@ def test_spills_are_the_local_memory_words_a_pass_moves():
         "        /*0074*/                   LDL.64 R30, [R1+0x20] ;\n")
     (loop,) = loop_code(spilling).chunk_loops
     assert (loop.local_words, loop.round_trips) == (3, 2.0)  # spill reloads hit the L1
-    assert chunk_code(loop_code(spilling), [1.5], [8]) == (ChunkCode(1.0, 1.5),)
+    assert chunk_code(loop_code(spilling), [ChunkLoop(1.5, 8, False)]) == (ChunkCode(1.0, 1.5, 4.5),)
 
 
 def test_a_load_waits_for_its_address():
@@ -74,7 +82,7 @@ def test_a_load_waits_for_its_address():
         /*0030*/                   FADD R2, R6, R2 ;
         /*0040*/              @!P0 BRA `(.L_x_0) ;
 """
-    assert loop_code(gather).tile_body == LoopCode(loads=2, round_trips=2.0)
+    assert loop_code(gather).tile_body == LoopCode(2, 2.0, instructions=4, load_waits=(1.0, 1.0))
 
 
 def test_code_without_loops_has_no_loop_code():
@@ -93,4 +101,59 @@ def test_a_pipelined_loops_copies_are_its_loads_and_its_copy_barrier_is_not():
         /*0070*/              @!P0 BRA `(.L_x_0) ;
 """
     # copies into shared memory are not waited for one by one
-    assert loop_code(pipelined).tile_body == LoopCode(loads=2, round_trips=0.0)
+    assert loop_code(pipelined).tile_body == LoopCode(2, 0.0, instructions=7, load_waits=(0.0, 0.0))
+
+
+# A layernorm's tile: its statistics pass unrolled into the tile body (two loads, no
+# store), its normalising pass kept as a loop (a load and a store a pass).
+ONE_OF_TWO_KEPT = """
+.L_x_1:
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R20.64] ;
+        /*0020*/                   LDG.E.128 R8, desc[UR4][R20.64+0x200] ;
+        /*0030*/                   FADD R2, R4, R8 ;
+.L_x_0:
+        /*0040*/                   LDG.E.128 R12, desc[UR4][R22.64] ;
+        /*0050*/                   FMUL R12, R12, R2 ;
+        /*0060*/                   STG.E.128 desc[UR4][R24.64], R12 ;
+        /*0070*/              @!P0 BRA `(.L_x_0) ;
+        /*0080*/              @!P1 BRA `(.L_x_1) ;
+"""
+
+
+def test_stores_tell_apart_chunk_loops_that_load_alike():
+    code = loop_code(ONE_OF_TWO_KEPT)
+    assert code.chunk_loops == (LoopCode(1, 1.0, stores=1, instructions=4, load_waits=(1.0,)),)
+    statistics, normalising = ChunkLoop(1.0, 2, stores=False), ChunkLoop(1.0, 2, stores=True)
+    # the kept loop is the pass that stores; the other one's two chunks share the tile body
+    assert chunk_code(code, [statistics, normalising]) == (
+        ChunkCode(0.5, 0.0, 2.0), ChunkCode(1.0, 0.0, 4.0))
+    # two passes alike, one kept: which one, the machine code cannot tell
+    assert chunk_code(code, [normalising, normalising]) == (None, None)
+
+
+# Both of a layernorm's passes unrolled into the tile body: the statistics pass issues its
+# two chunks' loads together and waits once; the normalising pass waits for each load.
+BOTH_UNROLLED = """
+.L_x_1:
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R20.64] ;
+        /*0020*/                   LDG.E.128 R8, desc[UR4][R20.64+0x200] ;
+        /*0030*/                   FADD R2, R4, R8 ;
+        /*0040*/                   LDG.E.128 R12, desc[UR4][R22.64] ;
+        /*0050*/                   FMUL R12, R12, R2 ;
+        /*0060*/                   STG.E.128 desc[UR4][R24.64], R12 ;
+        /*0070*/                   LDG.E.128 R12, desc[UR4][R22.64+0x200] ;
+        /*0080*/                   FMUL R12, R12, R2 ;
+        /*0090*/                   STG.E.128 desc[UR4][R24.64+0x200], R12 ;
+        /*00a0*/              @!P1 BRA `(.L_x_1) ;
+"""
+
+
+def test_unrolled_chunk_loops_take_the_waits_of_their_own_loads():
+    code = loop_code(BOTH_UNROLLED)
+    assert code.tile_body.load_waits == (0.0, 1.0, 1.0, 1.0)
+    statistics, normalising = ChunkLoop(1.0, 2, stores=False), ChunkLoop(1.0, 2, stores=True)
+    waits = [chunk.round_trips for chunk in chunk_code(code, [statistics, normalising])]
+    assert waits == [0.5, 1.0]  # not 0.75 each, as sharing the body's waits by loads would
+    # where the body's loads are not the unrolled loops' one for one, they share them
+    assert [c.round_trips for c in chunk_code(code, [ChunkLoop(1.0, 3, False), normalising])] \
+        == pytest.approx([0.6, 0.6])

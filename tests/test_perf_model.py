@@ -11,7 +11,8 @@ import gxusim
 from gxusim import perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
-from gxusim.perf_model import (LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD, LaunchFacts, PhaseFacts, breakdown,
+from gxusim.perf_model import (INSTRUCTIONS_PER_STEP, LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
+                               WORD_STEPS, LaunchFacts, PhaseFacts, breakdown,
                                facts_from_dict, launch_phases, predict_seconds,
                                spilled_registers)
 from gxusim.compiled import with_binary
@@ -236,11 +237,11 @@ def test_registers_a_chunk_loop_carries_beyond_the_budget_spill():
     # a pipelined loop pays them on top of its copies, every chunk
     assert breakdown(welford(1, 2048, 8, stages=3), spec)["spill_s"] == pytest.approx(
         64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255) * spec.spill_s)
-    # an unpipelined loop's spills go out and come back while its loads are waited on
+    # an unpipelined loop's spills add too: per word, and its warp's words through the L1
     spills, none = welford(1, 2048, 8), welford(1, 2048, 8, compiled_spills=0)
-    alone = 64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255) * spec.spill_s
-    assert predict_seconds(none, spec) < predict_seconds(spills, spec) < \
-        predict_seconds(none, spec) + alone
+    words = 64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255)
+    assert predict_seconds(spills, spec) == pytest.approx(
+        predict_seconds(none, spec) + words * (spec.spill_s + 32 * 8 / spec.spill_bandwidth))
     # a loop that runs once carries nothing (the compiler folds its first-chunk case)
     assert spilled(welford(1, 2048, 1)) == 0
     per_chunk = [predict_seconds(welford(1, r0, 16384 // r0), spec) / (16384 // r0)
@@ -316,8 +317,9 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
     rows = {"XBLOCK": 512, "R0_BLOCK": 64}  # 64 elements a thread of 16 warps
     spilled, kept = launch(LAYERNORM_ROWS, rows, 1, 80), launch(LAYERNORM_ROWS, rows, 1, 0)
     assert spill_s(spilled) == pytest.approx(8 * 80 * spec.spill_s)
+    # each word stored and reloaded by each of the SM's 512 threads goes through its L1
     assert predict_seconds(spilled, spec) == pytest.approx(
-        predict_seconds(kept, spec) + 8 * 80 * spec.spill_s)
+        predict_seconds(kept, spec) + 8 * 80 * (spec.spill_s + 512 * 8 / spec.spill_bandwidth))
     assert spill_s(launch(TANH_GELU, {"XBLOCK": 32768}, 1, 36)) == 0
     looped = launch(ROW_SUM, {"XBLOCK": 1, "R0_BLOCK": 1024}, 4, 10)
     assert [spilled_registers(p, looped, spec) for p in looped.phases] == [0, 10]
@@ -500,6 +502,44 @@ def test_a_pipelined_chunk_loop_overlaps_its_chunks_until_the_copy_bandwidth_bin
     slow = spec.async_copy_bandwidth / 100
     copy_bound = 8 * 128 * 4 * 4096 / slow
     assert copy_bound < seconds(4, slow) < 1.05 * copy_bound
+
+
+def test_a_pipelined_chunks_instructions_add_to_its_copies():
+    """A pipelined chunk's instructions share the SM's issue with its copies: they add, as
+    many as its binary issues (a column amax's NaN checks: 369 a warp a chunk against a row
+    sum's 158 at 8 warps; 66-72 against 100-120 GB/s per SM), else INSTRUCTIONS_PER_STEP
+    per element and step of a thread."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 128, "R0_BLOCK": 128}, 8, 32, 32768,
+                   1e6, chunks=32)
+    loop = next(p for p in facts.phases if p.looped)
+
+    def issuing(instructions):
+        phase = dataclasses.replace(loop, pipeline_stages=4, issued=instructions)
+        return dataclasses.replace(facts, phases=[phase if p is loop else p
+                                                  for p in facts.phases])
+    tiles, threads = perf_model.serial_tiles(facts, spec), 8 * spec.warp_size
+    extra = tiles * 32 * threads * (369 - 158) * spec.sm_flop_s
+    # most of the extra issue time (in a smooth max with the thread's own chain of steps)
+    more = predict_seconds(issuing(369), spec) - predict_seconds(issuing(158), spec)
+    assert 0.7 * extra < more <= extra
+    steps = loop.arithmetic_steps + WORD_STEPS * 4 * loop.elements / (4 * loop.elements)
+    estimated = INSTRUCTIONS_PER_STEP * loop.elements / threads * steps
+    assert predict_seconds(issuing(None), spec) == pytest.approx(
+        predict_seconds(issuing(estimated), spec))
+
+
+def test_a_pipelined_loop_of_one_chunk_waits_once_for_its_copies():
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 2, "R0_BLOCK": 4096}, 4, 32, 32768, 1e6)
+    (loop,) = [p for p in facts.phases if p.looped]
+    pipelined = dataclasses.replace(facts, phases=[
+        dataclasses.replace(p, pipeline_stages=3) if p is loop else p for p in facts.phases])
+    waits = breakdown(pipelined, spec)["loop_round_trip_s"]
+    tiles = perf_model.serial_tiles(facts, spec)
+    # all 16 load instructions of a thread issued, then one wait (not 16 x 0.375 x 4/5)
+    assert waits <= tiles * spec.loop_round_trip_s
+    assert breakdown(facts, spec)["loop_round_trip_s"] > 3 * waits
 
 
 def test_dram_bandwidth_bounds_an_uncapped_grid():
