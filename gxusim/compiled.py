@@ -23,6 +23,10 @@ from .spec import HardwareSpec
 from .triton_launch import Resources
 
 
+# The phase fields `with_machine_code` sets from a binary (the rest come from the source).
+MACHINE_CODE_FIELDS = ("round_trips", "spilled_words", "issued")
+
+
 def with_binary(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> LaunchFacts:
     """A plan's facts refined by what its compiled binary says (see the module docstring).
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gxusim import sweep
+from gxusim.compiled import MACHINE_CODE_FIELDS
 from gxusim.cli import main
 
 
@@ -96,7 +97,7 @@ def test_predict_only_agrees_with_the_plan_of_a_real_run(rows):
 
 def _from_source(facts: dict) -> list[dict]:
     """A launch's phases as the kernel's source gives them, the compiled binary's aside."""
-    return [{k: v for k, v in phase.items() if k not in ("round_trips", "spilled_words")}
+    return [{k: v for k, v in phase.items() if k not in MACHINE_CODE_FIELDS}
             for phase in facts["phases"]]
 
 
