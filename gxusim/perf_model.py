@@ -82,9 +82,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   18 predicted when every word was charged once per round trip of the chain).
   A later chunk loop that re-reads the rows an earlier one of the same tile loaded
   (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
-  the tile's rows fit in the program's share of it (`cached_load_bytes`): those loads cost
-  no loop_round_trip_s (layernorm 4096x4096, one 4096-element chunk per row on 2 warps: 233
-  us measured, 623 predicted when every pass waited on DRAM).
+  the tile's rows fit in the program's share of it (`cached_load_bytes`): their waits are
+  L2 round trips, l2_latency_s (layernorm 4096x4096, one 4096-element chunk per row on 2
+  warps: 233 us measured, 623 predicted when every pass waited on DRAM).
 * **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`; without it
   Triton pipelines nothing here: the launch's num_stages 1 and 3 timed the same):
   asynchronous copies keep S - 1 chunks in flight ahead of the one being summed, so after
@@ -381,7 +381,7 @@ TERMS: tuple[Term, ...] = (
          "vector where its contiguous run allows)"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
-    Term("l2_latency_s", "the same, for rows an earlier chunk loop left in L2"),
+    Term("l2_latency_s", "a chunk loop's round trip for rows an earlier one left in L2"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
@@ -530,11 +530,11 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
     if phase.looped:
-        loads = 0.0
+        loads: dict[str, float] = {}  # the waits' seconds, DRAM's and L2's
         if phase.load_depth:
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
-            # A gather's index load is in load_bytes already: its second, dependent round
-            # trip is latency (above), not more words to issue.
+            # A gather's index load is in load_bytes already: its dependent second round
+            # trip is latency (above), not more words. Cached rows wait an L2 round trip.
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
@@ -542,8 +542,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             # gather twice: for its indices, then for the rows they name).
             waits = phase.round_trips or (phase.load_depth if phase.pipeline_stages > 1 else
                                           queued * per_thread * ROUND_TRIPS_PER_LOAD)
-            loads = spec.loop_round_trip_s * steps * waits * uncached
-        return _smooth_max_by_field({"memory_latency_s": latency}, {"loop_round_trip_s": loads},
+            loads = {"loop_round_trip_s": spec.loop_round_trip_s * steps * waits * uncached,
+                     "l2_latency_s": spec.l2_latency_s * steps * waits * (1 - uncached)}
+        return _smooth_max_by_field({"memory_latency_s": latency}, loads,
                                     {"sm_bandwidth": steps * bandwidth})
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
     # rest streams at the slower of the threads' in-flight limit (the further round trips,

@@ -448,7 +448,7 @@ def test_a_layout_conversion_pays_its_barriers_once_a_tile():
         pytest.approx(breakdown(big, spec)["layout_convert_s"])
 
 
-def test_a_later_pass_over_rows_that_fit_in_l2_waits_for_no_dram_loads():
+def test_a_later_pass_over_rows_that_fit_in_l2_waits_on_l2_not_dram():
     spec = gxusim.load_spec("gxu-on-h200")
     facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": 4, "R0_BLOCK": 512}, 8, 32, 2048,
                    8 * 2048 * 32768, chunks=64)
@@ -458,6 +458,9 @@ def test_a_later_pass_over_rows_that_fit_in_l2_waits_for_no_dram_loads():
             for i, p in enumerate(facts.phases) if p in later] == [first.load_bytes] * 2
     small_l2 = spec.replace(l2_bytes=1 << 20)
     assert predict_seconds(facts, small_l2) > predict_seconds(facts, spec)
+    # unpipelined, their waits are L2 round trips: none at all would be faster still
+    assert breakdown(facts, spec)["l2_latency_s"] > 0
+    assert predict_seconds(facts, spec.replace(l2_latency_s=0.0)) < predict_seconds(facts, spec)
 
 
 def test_more_warps_share_a_tiles_issue_work():
