@@ -51,7 +51,7 @@ import torch
 
 import gxusim
 from gxusim import calibrate, perf_model
-from gxusim.compiled import with_machine_code
+from gxusim.compiled import MACHINE_CODE_FIELDS, with_machine_code
 from gxusim.machine_code import MachineCode
 from gxusim.triton_launch import Resources
 from gxusim.report import format_table
@@ -223,9 +223,10 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
         sample["facts"] = {**dataclasses.asdict(facts),
                            "compiled_spills": stored.get("compiled_spills"),
                            "blocks_per_sm": stored["blocks_per_sm"]}
-        code = [{k: p.get(k) for k in ("round_trips", "spilled_words")}
+        code = [{k: p.get(k) for k in MACHINE_CODE_FIELDS if k in p}
                 for p in stored.get("phases", [])]
-        if len(code) == len(facts.phases) and any(c["spilled_words"] is not None for c in code):
+        if len(code) == len(facts.phases) and any(c.get("spilled_words") is not None
+                                                  for c in code):
             sample["facts"]["phases"] = [{**dataclasses.asdict(p), **c}
                                          for p, c in zip(facts.phases, code)]
     return kept
