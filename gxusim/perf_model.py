@@ -54,7 +54,7 @@ the body of each `tl.range` loop over a reduction's chunks):
   sum's rank correlation over its 478 configs from 0.70 to 0.92.
 * **looped phase** (a looped reduction's chunk loop, `iterations` = chunks), unpipelined:
   `smoothmax(latency, loop_round_trip_s x memory waits (all chunks), chunks x bytes / SM
-  bandwidth, chunks x compute)`. A chunk's loads feed the accumulator; how many times a
+  bandwidth) + chunks x compute`. A chunk's loads feed the accumulator; how many times a
   thread must stop and wait for them is ptxas's doing: it unrolls some chunk loops
   completely and issues many chunks' loads before the first wait, keeps others rolled with
   a wait every load or two, and holds as many loads in flight as its registers allow.
@@ -70,8 +70,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   chunk each, its 8-16 warp plans were predicted up to 2.4x slow). Without a binary
   (predict-only, the emulator), the waits are estimated: ROUND_TRIPS_PER_LOAD per load
   instruction of a thread, times W/(W+1) (one warp's loads queue behind no other warp's).
-  The chunk's arithmetic (even layernorm's Welford update) hides under its waits or they
-  under it. A chunk's elements are independent, so a thread runs 1 + chain_overlap of
+  The chunk's arithmetic follows its waits (in-order issue: with the binary's waits, a
+  smooth max of the two left the held-out unpipelined row sums 10-25% slow and layernorm's
+  6-23% fast). A chunk's elements are independent, so a thread runs 1 + chain_overlap of
   their chains side by side (~2.8 on the H200; softmax 2048x32768's
   three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A
   load instruction is a 16-byte vector where the thread's contiguous run allows and
@@ -590,10 +591,9 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                                             facts.num_warps * spec.warp_size * 8)} \
         if spilled else {}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
-    if phase.looped and phase.pipeline_stages == 1:  # arithmetic hides under the waits
-        parts = {**_smooth_max_by_field(memory, compute), **spill}
-    else:  # a tile's arithmetic waits for its loads, a pipelined chunk's shares their issue
-        parts = {**memory, **compute, **spill}
+    # A tile's arithmetic waits for its loads, an unpipelined chunk's for its waits (a
+    # thread issues in order), a pipelined chunk's shares the SM's issue with its copies.
+    parts = {**memory, **compute, **spill}
     for field, seconds in parts.items():
         terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory

@@ -301,6 +301,21 @@ def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code_where_read():
     assert facts_from_dict(dataclasses.asdict(spilling)) == spilling
 
 
+def test_an_unpipelined_chunks_arithmetic_follows_its_waits():
+    """A thread issues in order: it waits for a chunk's loads, then sums them; the waits
+    do not hide the arithmetic (nor it them)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 8, "R0_BLOCK": 256}, 4, 32, 32768, 1e6, chunks=16)
+    loop = next(p for p in facts.phases if p.looped)
+    rolled = dataclasses.replace(facts, phases=[
+        dataclasses.replace(p, round_trips=2.0) if p is loop else p for p in facts.phases])
+    idle = spec.replace(flop_issue_s=0.0, sm_flop_s=0.0)
+    busy, waits_only = breakdown(rolled, spec), breakdown(rolled, idle)
+    assert busy["loop_round_trip_s"] == pytest.approx(waits_only["loop_round_trip_s"])
+    assert predict_seconds(rolled, spec) - predict_seconds(rolled, idle) == pytest.approx(
+        busy["flop_issue_s"] + busy["sm_flop_s"]) != 0
+
+
 def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothing():
     """A persistent reduction holds its rows across its block reductions: what ptxas spilled
     goes out before them and comes back after, once a tile. A pointwise tile's spills and
