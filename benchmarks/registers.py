@@ -5,8 +5,9 @@ The performance model charges a looped reduction for the registers its carried v
 a thread's chunk share, against the `register_budget`). This compiles every candidate plan
 of a few reduction kernels (cuda target; compiled, not timed) and reads back what ptxas
 allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of
-the registers needed, and the loops of its machine code (`code`: loads and memory waits per
-pass, `gxusim.machine_code`). `benchmarks/validate_model.py --registers` gives launches
+the registers needed, and the loops of its machine code (`code`, `gxusim.machine_code`: per
+pass its loads, memory waits (and the load each is spent on), spilled words, stores and
+instructions). `benchmarks/validate_model.py --registers` gives launches
 measured before the cuda target recorded these what their plans compile to. One table per
 elements a thread holds of a chunk:
 

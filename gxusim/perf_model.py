@@ -575,14 +575,14 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     chain = {"flop_issue_s": steps * serial * issue_steps * spec.flop_issue_s,
              "transcendental_issue_s": steps * serial * phase.transcendental_steps *
              spec.transcendental_issue_s}
-    issued = sharing * steps * phase.elements
     # The SM's issue slots: a warp's instructions as the binary's chunk issues them, else
-    # an estimate; each one a thread-instruction for every lane.
+    # an estimate, each one a thread-instruction for every lane; and every element's calls.
     instructions = phase.issued or INSTRUCTIONS_PER_STEP * per_thread * issue_steps
     threads = facts.num_warps * spec.warp_size
+    elements = sharing * steps * phase.elements
     throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s,
-                  "sm_transcendental_s": issued * (phase.transcendental_steps + phase.divisions) *
-                  spec.sm_transcendental_s}
+                  "sm_transcendental_s": elements * (phase.transcendental_steps +
+                                                     phase.divisions) * spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
     memory = _memory_terms(phase, facts, spec, sharing, cached)
     spilled = spilled_registers(phase, facts, spec)
