@@ -90,7 +90,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
     for launch in captured:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
-        kernel_bytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        kernel_bytes = kernel.shape.argument_bytes(args)
         bytes_moved += kernel_bytes
 
         def sample(plan, seconds: float, policy: str) -> dict:

@@ -194,8 +194,7 @@ class GXUKernel:
         numels = self.numels(args)
         plan = self.plan(args, numels, policy, spec)
         check_launch(spec, plan.grid, plan.num_warps, self.name)
-        static_facts = plan.facts(self.shape, numels, sum(
-            a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)), spec)
+        static_facts = plan.facts(self.shape, numels, self.shape.argument_bytes(args), spec)
         meta = {**plan.kernel_meta(self.shape), **numels, **self.shape.static_blocks,
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,

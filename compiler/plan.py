@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -69,6 +69,12 @@ class KernelShape:
     @property
     def is_2d(self) -> bool:
         return "YBLOCK" in self.block_params
+
+    @staticmethod
+    def argument_bytes(args: Sequence[Any]) -> int:
+        """Bytes of a launch's tensor arguments: what `LaunchPlan.facts` takes as moved."""
+        return sum(arg.numel() * arg.element_size() for arg in args
+                   if isinstance(arg, torch.Tensor))
 
 
 def kernel_shape(fn: Any, name: str) -> KernelShape:
@@ -137,10 +143,10 @@ class LaunchPlan:
     def facts(self, shape: KernelShape, numels: dict[str, int], bytes_moved: float,
               spec: HardwareSpec) -> perf_model.LaunchFacts:
         """The launch as the performance model sees it without running it: `bytes_moved`
-        from the arguments' sizes, warps alone limiting residency, arithmetic counted from
-        the kernel's source, and the tile's phases (loads, stores and dependency chains at
-        tile level and per reduction chunk, `perf_model.launch_phases`) at this plan's
-        block sizes."""
+        from the arguments' sizes (`KernelShape.argument_bytes`), warps alone limiting
+        residency, arithmetic counted from the kernel's source, and the tile's phases
+        (loads, stores and dependency chains at tile level and per reduction chunk,
+        `perf_model.launch_phases`) at this plan's block sizes."""
         work = shape.work
         chunks = self.chunks(numels)
         return perf_model.LaunchFacts(
@@ -214,13 +220,44 @@ def resolve_grid(policy: Heuristics, value: object, n_tiles: int, spec: Hardware
     return max(1, programs), rule
 
 
+def _reduction_scratch(meta: dict[str, int], num_warps: int) -> int:
+    """A block reduction's cross-warp scratch: a 32-bit word per warp and row, as the
+    emulator's occupancy model counts it."""
+    return meta.get("XBLOCK", 1) * num_warps * 4
+
+
 def deepest_fitting_stages(chunk_bytes: int, meta: dict[str, int], num_warps: int,
                            spec: HardwareSpec) -> int:
     """The most pipelining stages whose buffered chunks (num_stages - 1 of `chunk_bytes`)
-    fit in spec.smem_per_sm beside the block reduction's cross-warp scratch (a 32-bit word
-    per warp and row, as the emulator's occupancy model counts it)."""
-    scratch = meta.get("XBLOCK", 1) * num_warps * 4
+    fit in spec.smem_per_sm beside the block reduction's cross-warp scratch."""
+    scratch = _reduction_scratch(meta, num_warps)
     return 1 + max(0, spec.smem_per_sm - scratch) // chunk_bytes if chunk_bytes else 1 << 30
+
+
+def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
+    """Shared memory an unpipelined gather rearranges its index block through: where a
+    gather's indices run along one axis of the block and the rows they name along another
+    (an embedding's token ids along the reduced axis, its table rows along x), Triton
+    converts the loaded indices (8-byte int64s) to the rows' layout through shared memory,
+    the whole block at once. An embedding sum's 128 x 256 block asked the H200 for 256 KB,
+    over its 227 KB (a pipelined loop reads them from its copies' buffers instead)."""
+    phases, size = perf_model.sized_phases(source, blocks, None)
+    return max((math.prod(size[axis] for axis in phase.axes) *
+                max(a.element_bytes for a in phase.accesses if a.depth == 1)
+                for phase in phases
+                if any(a.depth > 1 for a in phase.accesses) and
+                len({a.unit_axes for a in phase.accesses
+                     if not a.store and a.unit_axes and len(a.axes) > 1}) > 1), default=0)
+
+
+def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: int,
+                         spec: HardwareSpec) -> int:
+    """Bytes by which these blocks, unpipelined, overflow spec.smem_per_sm: a gather's
+    index block converted through shared memory (`gather_conversion_bytes`)
+    beside the reduction scratch; 0 when they fit."""
+    needed = gather_conversion_bytes(shape.source, meta) if shape.source else 0
+    return max(0, needed + _reduction_scratch(meta, num_warps) - spec.smem_per_sm) \
+        if needed else 0
 
 
 def resolve_num_stages(policy: Heuristics, method: str, value: object, fitting: int,
@@ -295,6 +332,13 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
         num_stages, rules["num_stages"] = resolve_num_stages(policy, question, choice.num_stages,
                                                              fitting, spec)
+    overflow = unpipelined_overflow(shape, meta, num_warps, spec) if (num_stages or 1) == 1 else 0
+    if overflow:
+        raise PolicyError(f"policy {policy.name!r}: blocks {meta} on {num_warps} warps, "
+                          f"unpipelined, need {overflow} B more shared memory than "
+                          f"smem_per_sm={spec.smem_per_sm} of spec {spec.name} to convert "
+                          f"{shape.name}'s gathered indices; choose smaller blocks or "
+                          f"num_stages > 1")
     n_tiles = _tiles(shape, numels, meta)
     if shape.is_reduction or shape.is_2d:
         requested_grid = _policy_call(policy, "get_grid", n_tiles, 1)
@@ -360,6 +404,8 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
             depths = [s for s in NUM_STAGES if s <= deepest_fitting_stages(
                 chunk_bytes, blocks, num_warps, spec)] if shape.pipelined else [None]
             for stages in depths:
+                if (stages or 1) == 1 and unpipelined_overflow(shape, blocks, num_warps, spec):
+                    continue  # Triton could not fit its layout conversion
                 key = (tuple(parameters.items()), num_warps, stages)
                 plans[key] = LaunchPlan(parameters, num_warps, min(tiles, spec.max_grid), tiles,
                                         {"all": "candidate config"}, stages)

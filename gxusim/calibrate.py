@@ -128,7 +128,7 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
     for launch in captured:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
-        moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        moved = kernel.shape.argument_bytes(args)
         plans = _sampled(candidate_plans(kernel.shape, numels, spec),
                          PLANS_PER_PIPELINED_KERNEL if kernel.shape.pipelined else PLANS_PER_KERNEL)
         plans += [plan_launch(kernel.shape, numels, program.dtype, resolve_policy(name), spec)

@@ -135,14 +135,14 @@ with registers and shared memory). Facts stored before phases existed, and hand-
 kernels whose source has no tile loop to read, have no `phases`; they are timed as one
 tile-level phase built from their per-element counts (`_legacy_phase`).
 
-What it does not model (measured on the H200 against the ceiling search, see
-benchmarks/validate_model.py): a tile's fixed cost around a pipelined loop with few chunks
-(amax 8192x2048, two chunks a tile, runs at half the row sum's rate at the same config),
-a column sum's chunks of 1-2 columns, whose every 4-byte element is a DRAM sector of its
-own (up to 4.7x slow), and, without a compiled binary (predict-only, the emulator), the
-compiler's own decisions: how far it unrolls a chunk loop, what it spills (layernorm's
-loop of 4 chunks is unrolled and spills nothing at 64 elements a thread where its other
-plans of that share spill 86-230) and how many instructions it issues.
+Not modelled (H200, benchmarks/validate_model.py): a tile's fixed cost around a pipelined
+loop of few chunks (amax 8192x2048, two a tile, half the row sum's rate at one config), a
+column sum's chunks of 1-2 columns (each 4-byte element a DRAM sector: up to 4.7x slow), a
+gather from a table in L2 (its waits cost DRAM's: the seed's embedding mean 57% slow), a
+pipelined gather's rows, read one element a thread in its indices' layout (up to 2.4x
+fast), and, without a compiled binary (predict-only, the emulator), ptxas's decisions: how
+far it unrolls a loop, what it spills (layernorm's 4-chunk loop unrolled spills nothing at
+64 elements a thread; its other plans of that share 86-230) and what it issues.
 """
 from __future__ import annotations
 
@@ -268,7 +268,7 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
     looped) and chunk-loop pipelining depth.
     Element sizes come from the signature in the source's decorator, or `pointer_bytes`
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
-    phases, size = _sized_phases(source, blocks, pointer_bytes)
+    phases, size = sized_phases(source, blocks, pointer_bytes)
     block = math.prod(size.values())
     return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
 
@@ -278,14 +278,14 @@ def chunk_load_bytes(source: str, blocks: Mapping[str, int],
     """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
     what each stage of a pipelined chunk loop buffers in shared memory (0 without a chunk
     loop). The plan sizes pipelining depths by it, the emulator's occupancy counts it."""
-    phases, size = _sized_phases(source, blocks, pointer_bytes)
+    phases, size = sized_phases(source, blocks, pointer_bytes)
     return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
                     for access in phase.accesses if not access.store)
                 for phase in phases if phase.looped), default=0)
 
 
-def _sized_phases(source: str, blocks: Mapping[str, int],
-                  pointer_bytes: Mapping[str, int] | None) -> tuple[tuple, dict[str, int]]:
+def sized_phases(source: str, blocks: Mapping[str, int],
+                 pointer_bytes: Mapping[str, int] | None) -> tuple[tuple, dict[str, int]]:
     """The kernel's phases (with the given element sizes) and its block size per tile axis
     (block sizes the kernel's body fixes win); no phases for a source that is not a
     generated kernel's (a hand-written kernel, a test's)."""
