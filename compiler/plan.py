@@ -70,6 +70,13 @@ class KernelShape:
     def is_2d(self) -> bool:
         return "YBLOCK" in self.block_params
 
+    @property
+    def gathers(self) -> bool:
+        """A chunk loop loads rows named by indices it loaded, along another axis than them
+        (an embedding's table rows along x, its token ids along the reduced axis)."""
+        return bool(self.source) and any(_scattered_gather(phase)
+                                         for phase in kernel_phases(self.source))
+
     @staticmethod
     def argument_bytes(args: Sequence[Any]) -> int:
         """Bytes of a launch's tensor arguments: what `LaunchPlan.facts` takes as moved."""
@@ -96,13 +103,21 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
 
 def reduction_question(shape: KernelShape) -> str:
     """The policy question a reduction kernel's blocks come from: column reductions (loads
-    contiguous across rows), reductions that read each row once in one chunk loop (a sum, a
-    max: nothing to re-read, chunks can stream back to back), and the rest."""
+    contiguous across rows), gathers reduced in one chunk loop (an embedding bag), other
+    reductions that read each row once in one chunk loop (a sum, a max: nothing to re-read,
+    chunks can stream back to back), and the rest."""
     if shape.column_reduction:
         return "select_column_reduction"
     if shape.chunk_loops == 1 and "R0_BLOCK" in shape.block_params:
-        return "select_one_pass_reduction"
+        return "select_gather_reduction" if shape.gathers else "select_one_pass_reduction"
     return "select_reduction"
+
+
+def _scattered_gather(phase: Any) -> bool:
+    """The phase gathers rows along another axis than the indices naming them."""
+    return any(a.depth > 1 for a in phase.accesses) and \
+        len({a.unit_axes for a in phase.accesses
+             if not a.store and a.unit_axes and len(a.axes) > 1}) > 1
 
 
 def chunk_load_bytes(shape: KernelShape, meta: dict[str, int]) -> int:
@@ -244,10 +259,7 @@ def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
     phases, size = perf_model.sized_phases(source, blocks, None)
     return max((math.prod(size[axis] for axis in phase.axes) *
                 max(a.element_bytes for a in phase.accesses if a.depth == 1)
-                for phase in phases
-                if any(a.depth > 1 for a in phase.accesses) and
-                len({a.unit_axes for a in phase.accesses
-                     if not a.store and a.unit_axes and len(a.axes) > 1}) > 1), default=0)
+                for phase in phases if _scattered_gather(phase)), default=0)
 
 
 def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: int,
