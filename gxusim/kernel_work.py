@@ -173,6 +173,9 @@ class Access:
     store: bool
     depth: int  # loads: 1 + the loads its address depends on (a gather: 2); stores: 0
     unit_axes: frozenset = frozenset()  # axes of the index's unit-stride term
+    # (axis, n): the index follows that axis only through `axis // n`, so n neighbours
+    # share each address (an embedding's token id, shared by the columns of its row)
+    repeats: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +225,7 @@ class _PhaseReader:
         self.reduction = reduction
         self.axes: dict = {}
         self.broadcast: dict = {}
+        self.repeats: dict = {}  # name -> {axis: n} for `name = axis_index // n`
         self.depth: dict = {}
         self.chain: dict = {}
         self.phases: list = []
@@ -256,7 +260,18 @@ class _PhaseReader:
         depth = 0 if store else 1 + max([self.depth.get(n, 0) for n in _names(address)] + [0])
         size = _ELEMENT_BYTES.get(self.pointers.get(pointers[0], ""), 4) if pointers else 4
         return Access(pointers[0] if pointers else "", axes, broadcast, size, store, depth,
-                      self.unit_axes(address))
+                      self.unit_axes(address), self.address_repeats(address, axes))
+
+    def address_repeats(self, address: ast.AST, axes: frozenset) -> tuple:
+        """(axis, n) for each axis the address follows only through `axis // n` names."""
+        names = [n for n in _names(address) if n in self.axes]
+        found = []
+        for axis in sorted(axes):
+            carriers = [n for n in names if axis in self.axes[n]]
+            shared = [self.repeats.get(n, {}).get(axis) for n in carriers]
+            if carriers and all(shared):
+                found.append((axis, min(shared)))
+        return tuple(found)
 
     def value(self, node: ast.AST, phase: dict) -> tuple:
         """(steps along the chain as (arithmetic, transcendental, divisions), axes) of an
@@ -331,6 +346,9 @@ class _PhaseReader:
         value = statement.value
         modulo = isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) and \
             isinstance(value.right, ast.Constant)
+        divided = isinstance(value, ast.BinOp) and isinstance(value.op, ast.FloorDiv) and \
+            isinstance(value.right, ast.Constant) and isinstance(value.left, ast.Name) and \
+            value.left.id in _AXIS_NAMES
         for target in statement.targets:
             for node in (target.elts if isinstance(target, ast.Tuple) else [target]):
                 if not isinstance(node, ast.Name):
@@ -341,6 +359,8 @@ class _PhaseReader:
                 else:
                     self.axes[name] = axes | index_axes
                     self.broadcast[name] = broadcast or modulo
+                    self.repeats[name] = {_AXIS_NAMES[value.left.id]: int(value.right.value)} \
+                        if divided else {}
                 self.depth[name] = depth
                 self.chain[name] = (steps, axes)
 

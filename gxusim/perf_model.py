@@ -78,9 +78,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   load instruction is a 16-byte vector where the thread's contiguous run allows and
   narrower where it does not (`load_accesses`: a column reduction's thread loads its
   column's elements one by one).
-  A gather's index load is one of those loads, and its dependent second round trip is
-  latency, not more issue (the suite's embedding_mean: 8.3 us beyond the launch overhead,
-  18 predicted when every word was charged once per round trip of the chain).
+  A gather's index load is one of those loads (one per distinct address: an embedding's
+  token id is shared by its row's columns, `Access.repeats`), and its dependent second
+  round trip is latency, not more issue.
   A later chunk loop that re-reads the rows an earlier one of the same tile loaded
   (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
   the tile's rows fit in the program's share of it (`cached_load_bytes`): their waits are
@@ -141,8 +141,7 @@ column sum's chunks of 1-2 columns (each 4-byte element a DRAM sector: up to 4.7
 gather from a table in L2 (its waits cost DRAM's: the seed's embedding mean 57% slow), a
 pipelined gather's rows, read one element a thread in its indices' layout (up to 2.4x
 fast), and, without a compiled binary (predict-only, the emulator), ptxas's decisions: how
-far it unrolls a loop, what it spills (layernorm's 4-chunk loop unrolled spills nothing at
-64 elements a thread; its other plans of that share 86-230) and what it issues.
+far it unrolls a loop, what it spills and what it issues.
 """
 from __future__ import annotations
 
@@ -160,11 +159,9 @@ SMOOTH_MAX_POWER = 4.0
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
 WORD_STEPS = 8.0
-# Registers per element a chunk loop's carried value takes, with the temporaries of its
-# update: ptxas's own counts (n_regs + n_spills) for the Welford loops (three carried
-# values) of layernorm 4096x4096 and the variance over their 1,394 candidate plans on the
-# H200 were 7-8 registers per element of the thread's chunk share
-# (benchmarks/registers.py, benchmarks/results/registers_h200.json).
+# Registers per element a chunk loop's carried value takes, with its update's temporaries:
+# ptxas's counts (n_regs + n_spills, benchmarks/registers.py) for the Welford loops (three
+# carried values) of 1,394 H200 plans: 7-8 registers per element of a thread's chunk share.
 LIVE_PER_CARRIED = 2.5
 # Memory waits per 16-byte load instruction of an unpipelined chunk loop, where no binary
 # says (predict-only, the emulator), per W/(W+1) (one warp's loads queue behind no other's):
@@ -172,9 +169,8 @@ LIVE_PER_CARRIED = 2.5
 # the ceiling search's plans, benchmarks/registers.py; 10th-90th percentile 0.14-1.06, by
 # how far ptxas unrolled the loop and how many loads its registers kept in flight).
 ROUND_TRIPS_PER_LOAD = 0.375
-# Instructions a warp issues per element of a thread and arithmetic step (WORD_STEPS per
-# word moved), where no binary says: the median over 5,382 chunk loops of the same binaries
-# (10th-90th percentile 0.25-1.2: a sum of squares 0.28, a Welford variance 1.2).
+# Instructions a warp issues per element of a thread and step (WORD_STEPS per word moved)
+# where no binary says: the median of 5,382 chunk loops' binaries (10th-90th pct 0.25-1.2).
 INSTRUCTIONS_PER_STEP = 0.5
 
 
@@ -307,6 +303,10 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
                  stages: int) -> PhaseFacts:
     def elements(axes: Iterable[str]) -> int:
         return math.prod(size[a] for a in axes)
+
+    def moved(access: Any) -> float:  # its distinct addresses' bytes (neighbours may share)
+        return elements(access.axes) * access.element_bytes / math.prod(
+            min(size[axis], n) for axis, n in access.repeats)
     streamed = [a for a in phase.accesses if not a.broadcast]
     loads = [a for a in streamed if not a.store]
 
@@ -317,19 +317,19 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
 
     def accesses(access: Any) -> float:
         """Load instructions of the whole block: each run in vectors of at most VECTOR_BYTES."""
-        return elements(access.axes) * access.element_bytes / min(VECTOR_BYTES, run(access))
+        return moved(access) / min(VECTOR_BYTES, run(access))
 
     def sectors(access: Any) -> float:
         """Bytes of the 32-byte sectors an access touches: each run rounded up to whole
         sectors (an access without a known unit-stride axis: as many bytes as it moves)."""
         length = run(access)
         whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
-        return elements(access.axes) * access.element_bytes * whole / length
+        return moved(access) * whole / length
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
         elements=block if phase.looped else elements(phase.axes),
-        load_bytes=float(sum(elements(a.axes) * a.element_bytes for a in loads)),
-        store_bytes=float(sum(elements(a.axes) * a.element_bytes for a in streamed if a.store)),
+        load_bytes=float(sum(moved(a) for a in loads)),
+        store_bytes=float(sum(moved(a) for a in streamed if a.store)),
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
@@ -338,7 +338,7 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
-        load_runs=float(sum(elements(a.axes) * a.element_bytes / run(a) for a in loads)))
+        load_runs=float(sum(moved(a) / run(a) for a in loads)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:

@@ -12,6 +12,7 @@ from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, plan_launch)
 from gxusim.kernel_work import kernel_work, static_blocks
+from kernels.generated import EMBEDDING_SUM
 from gxusim.compiler.policies import POLICIES
 from gxusim.findings import check_launch
 
@@ -366,34 +367,6 @@ def test_a_forward_is_run_and_predicted_as_inference(monkeypatch):
     assert kernels(measured.launches) == kernels(inference)
 
 
-# An embedding sum as Inductor writes it (256 token ids per row, 64 columns per table row):
-# the token ids (int64) run along the reduced axis, the table rows they name along x.
-EMBEDDING_SUM = textwrap.dedent("""
-    @triton_heuristics.reduction(triton_meta={'signature': {'in_ptr0': '*i64', 'in_ptr1': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'r0_numel': 'i32', 'XBLOCK': 'constexpr', 'R0_BLOCK': 'constexpr'}})
-    @triton.jit
-    def triton_red_fused_embedding_sum_0(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr, NUM_STAGES : tl.constexpr):
-        xnumel = 262144
-        r0_numel = 256
-        for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
-            xoffset = xtile * XBLOCK
-            xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
-            r0_base = tl.arange(0, R0_BLOCK)[None, :]
-            x1 = xindex // 64
-            x0 = (xindex % 64)
-            _tmp4 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
-            x3 = xindex
-            for r0_offset in tl.range(0, r0_numel, R0_BLOCK, num_stages=NUM_STAGES):
-                r0_index = r0_offset + r0_base
-                r0_mask = r0_index < r0_numel
-                r0_2 = r0_index
-                tmp0 = tl.load(in_ptr0 + (r0_2 + 256*x1), r0_mask, eviction_policy='evict_last', other=0.0)
-                tmp2 = tl.load(in_ptr1 + (x0 + 64*tmp0), r0_mask, eviction_policy='evict_first')
-                tmp3 = tl.broadcast_to(tmp2, [XBLOCK, R0_BLOCK])
-                tmp5 = _tmp4 + tmp3
-                _tmp4 = tl.where(r0_mask, tmp5, _tmp4)
-            tmp4 = tl.sum(_tmp4, 1)[:, None]
-            tl.store(out_ptr0 + (x3), tmp4, None)
-""")
 
 
 class _WideGathers(SeedHeuristics):

@@ -11,6 +11,7 @@ import gxusim
 from gxusim import perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
+from kernels.generated import EMBEDDING_SUM
 from gxusim.perf_model import (INSTRUCTIONS_PER_STEP, LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
                                WORD_STEPS, LaunchFacts, PhaseFacts, breakdown,
                                facts_from_dict, launch_phases, predict_seconds,
@@ -732,3 +733,17 @@ def test_fit_refuses_too_few_samples():
     spec = gxusim.load_spec("h200")
     with pytest.raises(ValueError, match="at least 4"):
         fit(spec, [_facts(spec, ADD, {"XBLOCK": 1024}, 4, 32, N, 12 * N)], [1e-3])
+
+
+def test_an_embeddings_token_ids_are_loaded_once_per_row_not_per_column():
+    # The token id at (x // 64, r) is shared by the 64 columns of its table row: Triton
+    # loads it once (the suite's embedding mean, 32 columns, at 128 x 64 on 4 warps: the
+    # H200 binary issues 20 loads a thread a chunk, 17 counted so, 48 counted per element,
+    # too many for its machine code to be matched to the chunk loop).
+    ids, rows = kernel_phases(EMBEDDING_SUM)[1].accesses
+    assert ids.repeats == (("x", 64),) and rows.repeats == ()
+    loop = perf_model.launch_phases(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 64}, 4)[1]
+    assert loop.load_bytes == 2 * 64 * 8 + 128 * 64 * 4  # two token rows' ids, every element
+    assert loop.load_accesses == loop.load_bytes / 16  # 16-byte vectors
+    one_row = perf_model.launch_phases(EMBEDDING_SUM, {"XBLOCK": 1, "R0_BLOCK": 256}, 1)[1]
+    assert one_row.load_bytes == 256 * 8 + 256 * 4
