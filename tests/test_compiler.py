@@ -369,10 +369,17 @@ def test_a_forward_is_run_and_predicted_as_inference(monkeypatch):
 
 
 
+EMBEDDING_SHAPE = KernelShape("triton_red_fused_embedding_sum_0",
+                              ("in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "r0_numel"),
+                              ("XBLOCK", "R0_BLOCK"), static_blocks(EMBEDDING_SUM), EMBEDDING_SUM,
+                              kernel_work(EMBEDDING_SUM), pipelined=True, chunk_loops=1)
+EMBEDDING_NUMELS = {"xnumel": 262144, "r0_numel": 256}
+
+
 class _WideGathers(SeedHeuristics):
     name = "wide_gathers"
 
-    def select_one_pass_reduction(self, xnumel, rnumel, dtype):
+    def select_gather_reduction(self, xnumel, rnumel, dtype):
         return ReductionConfig(128, 256, 16, 1)
 
 
@@ -380,15 +387,10 @@ def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planne
     # Unpipelined, Triton converts the gather's int64 index block to the table rows' layout
     # through shared memory: the H200 refused 128 x 256 of them ("out of resource: shared
     # memory, Required: 262144, Hardware limit: 232448"), which the candidates had offered.
-    spec = gxusim.load_spec("gxu-on-h200")
-    shape = KernelShape("triton_red_fused_embedding_sum_0",
-                        ("in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "r0_numel"),
-                        ("XBLOCK", "R0_BLOCK"), static_blocks(EMBEDDING_SUM), EMBEDDING_SUM,
-                        kernel_work(EMBEDDING_SUM), pipelined=True, chunk_loops=1)
+    spec, shape = gxusim.load_spec("gxu-on-h200"), EMBEDDING_SHAPE
     assert gather_conversion_bytes(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 256}) \
         == 262144
-    numels = {"xnumel": 262144, "r0_numel": 256}
-    plans = candidate_plans(shape, numels, spec)
+    plans = candidate_plans(shape, EMBEDDING_NUMELS, spec)
     unpipelined = [p for p in plans if (p.num_stages or 1) == 1]
     assert unpipelined
     for plan in unpipelined:
@@ -396,23 +398,18 @@ def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planne
         assert needed + plan.meta["XBLOCK"] * plan.num_warps * 4 <= spec.smem_per_sm, plan
     assert {"XBLOCK": 64, "R0_BLOCK": 256} in [p.meta for p in unpipelined]  # 128 KB: fits
     with pytest.raises(PolicyError, match=r"wide_gathers.*smem_per_sm=233472.*num_stages > 1"):
-        plan_launch(shape, numels, torch.float32, _WideGathers(), spec)
+        plan_launch(shape, EMBEDDING_NUMELS, torch.float32, _WideGathers(), spec)
 
 
 def test_gathers_are_asked_as_gathers_and_gxu_leaves_them_unpipelined():
     # Pipelined, a gather loads its table rows one element a thread (the indices keep their
     # copies' layout): the H200 ran the gxu policy's pipelined embedding sum 3x slower than
     # the best unpipelined plan. The seed's answer is its one-pass one, as before.
-    spec = gxusim.load_spec("gxu-on-h200")
-    shape = KernelShape("triton_red_fused_embedding_sum_0",
-                        ("in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "r0_numel"),
-                        ("XBLOCK", "R0_BLOCK"), static_blocks(EMBEDDING_SUM), EMBEDDING_SUM,
-                        kernel_work(EMBEDDING_SUM), pipelined=True, chunk_loops=1)
+    spec, shape = gxusim.load_spec("gxu-on-h200"), EMBEDDING_SHAPE
     assert shape.gathers and not REDUCTION.gathers
-    numels = {"xnumel": 262144, "r0_numel": 256}
-    gxu = plan_launch(shape, numels, torch.float32, POLICIES["gxu"](), spec)
+    gxu = plan_launch(shape, EMBEDDING_NUMELS, torch.float32, POLICIES["gxu"](), spec)
     assert gxu.rules["R0_BLOCK"].startswith("gxu.select_gather_reduction")
     assert gxu.num_stages == 1 and gxu.meta == {"XBLOCK": 128, "R0_BLOCK": 64}
-    seed = plan_launch(shape, numels, torch.float32, SeedHeuristics(), spec)
+    seed = plan_launch(shape, EMBEDDING_NUMELS, torch.float32, SeedHeuristics(), spec)
     one_pass = SeedHeuristics().select_one_pass_reduction(262144, 256, torch.float32)
     assert (seed.meta["XBLOCK"], seed.meta["R0_BLOCK"]) == (one_pass.xblock, one_pass.rblock)
