@@ -72,7 +72,7 @@ class KernelShape:
 
     @property
     def gathers(self) -> bool:
-        """A chunk loop loads rows named by indices it loaded, along another axis than them
+        """The kernel loads rows named by indices it loaded, along another axis than them
         (an embedding's table rows along x, its token ids along the reduced axis)."""
         return bool(self.source) and any(_scattered_gather(phase)
                                          for phase in kernel_phases(self.source))
