@@ -74,7 +74,7 @@ class KernelShape:
     def gathers(self) -> bool:
         """The kernel loads rows named by indices it loaded, along another axis than them
         (an embedding's table rows along x, its token ids along the reduced axis)."""
-        return bool(self.source) and any(_scattered_gather(phase)
+        return bool(self.source) and any(phase.gathers_across
                                          for phase in kernel_phases(self.source))
 
     @staticmethod
@@ -111,13 +111,6 @@ def reduction_question(shape: KernelShape) -> str:
     if shape.chunk_loops == 1 and "R0_BLOCK" in shape.block_params:
         return "select_gather_reduction" if shape.gathers else "select_one_pass_reduction"
     return "select_reduction"
-
-
-def _scattered_gather(phase: Any) -> bool:
-    """The phase gathers rows along another axis than the indices naming them."""
-    return any(a.depth > 1 for a in phase.accesses) and \
-        len({a.unit_axes for a in phase.accesses
-             if not a.store and a.unit_axes and len(a.axes) > 1}) > 1
 
 
 def chunk_load_bytes(shape: KernelShape, meta: dict[str, int]) -> int:
@@ -259,7 +252,7 @@ def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
     phases, size = perf_model.sized_phases(source, blocks, None)
     return max((math.prod(size[axis] for axis in phase.axes) *
                 max(a.element_bytes for a in phase.accesses if a.depth == 1)
-                for phase in phases if _scattered_gather(phase)), default=0)
+                for phase in phases if phase.gathers_across), default=0)
 
 
 def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: int,
@@ -267,7 +260,7 @@ def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: in
     """Bytes by which these blocks, unpipelined, overflow spec.smem_per_sm: a gather's
     index block converted through shared memory (`gather_conversion_bytes`)
     beside the reduction scratch; 0 when they fit."""
-    needed = gather_conversion_bytes(shape.source, meta) if shape.source else 0
+    needed = gather_conversion_bytes(shape.source, meta) if shape.gathers else 0
     return max(0, needed + _reduction_scratch(meta, num_warps) - spec.smem_per_sm) \
         if needed else 0
 

@@ -203,6 +203,14 @@ class Phase:
         return len({a.unit_axes for a in self.accesses if not a.broadcast and a.depth <= 1
                     and a.unit_axes and len(a.axes) > 1}) > 1
 
+    @property
+    def gathers_across(self) -> bool:
+        """A gather whose rows run along another axis of the block than the indices naming
+        them (an embedding's table rows along x, its token ids along the reduced axis)."""
+        return any(a.depth > 1 for a in self.accesses) and \
+            len({a.unit_axes for a in self.accesses
+                 if not a.store and a.unit_axes and len(a.axes) > 1}) > 1
+
 
 def _assigned(statements: list) -> set:
     """Names the statements assign (tuple targets included)."""
