@@ -8,9 +8,9 @@ sampled config), the binary settles what the source cannot:
 * how many programs fit on an SM beside each other with its registers and shared memory
   (`LaunchFacts.blocks_per_sm`, by `gxusim.residency`);
 * how many memory waits a chunk of each unpipelined chunk loop costs a thread
-  (`PhaseFacts.round_trips`), and how many words a chunk of any chunk loop spills to local
-  memory and reloads (`PhaseFacts.spilled_words`), both read from its SASS by
-  `gxusim.machine_code`.
+  (`PhaseFacts.round_trips`), and how many words a chunk of any chunk loop (a persistent
+  reduction: a tile) spills to local memory and reloads (`PhaseFacts.spilled_words`), both
+  read from its SASS by `gxusim.machine_code`.
 """
 from __future__ import annotations
 
@@ -42,10 +42,17 @@ def with_binary(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> La
 def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> tuple:
     """The facts' phases, each chunk loop with loads given what a chunk costs in its
     machine code: its memory waits (unpipelined loops: a pipelined loop's copies are not
-    waited for one by one) and its spilled words (phases as they were where the binary was
-    not disassembled, or a loop was not found in it)."""
+    waited for one by one) and its spilled words; a persistent reduction's tile-level phase
+    given the words its tile loop spills (phases as they were where the binary was not
+    disassembled, or a loop was not found in it)."""
     looped = [i for i, phase in enumerate(facts.phases) if phase.looped and phase.load_bytes]
-    if binary.code is None or not looped:
+    if binary.code is None:
+        return tuple(facts.phases)
+    if not any(phase.looped for phase in facts.phases):
+        # A persistent reduction spills around its reductions: the tile loop's own words.
+        return tuple(dataclasses.replace(phase, spilled_words=binary.code.tile_body.local_words)
+                     if phase.reductions else phase for phase in facts.phases)
+    if not looped:
         return tuple(facts.phases)
     threads = facts.num_warps * spec.warp_size
     found = chunk_code(binary.code, [ChunkLoop(facts.phases[i].load_accesses / threads,

@@ -126,14 +126,11 @@ The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max w
 term dominates, a little above where they compete, differentiable for the fit; `breakdown`
 shares it among the competing terms in proportion to each one's pull on it.
 
-Every coefficient is a spec field (`TERMS`), so the same model predicts a GPU (calibrated:
-`gxusim.calibrate.fit` on measured launches, `gxusim calibrate`, each calibration program
-weighing alike however densely its configs were sampled) and the GXU (the vendor's
-numbers). The plan and the emulator read the same phases from the kernel's source (the
-emulator adds its measured sector traffic, which bounds the DRAM term, and its occupancy
-with registers and shared memory). Facts stored before phases existed, and hand-written
-kernels whose source has no tile loop to read, have no `phases`; they are timed as one
-tile-level phase built from their per-element counts (`_legacy_phase`).
+Every coefficient is a spec field (`TERMS`): the model predicts a GPU (calibrated by
+`gxusim calibrate`, each program weighing alike) and the GXU (the vendor's numbers). The
+plan and the emulator read the same phases from the kernel's source (the emulator adds its
+sector traffic, bounding the DRAM term, and its occupancy). Facts without `phases` (stored
+before them, hand-written kernels) are one tile-level phase of their per-element counts.
 
 Not modelled (H200, benchmarks/validate_model.py): a tile's fixed cost around a pipelined
 loop of few chunks (amax 8192x2048, two a tile, half the row sum's rate at one config), a
@@ -468,18 +465,21 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     once carries nothing (the compiler folds its first-chunk case).
 
     A persistent reduction's tile (a tile-level phase with block reductions) holds its
-    values across its reductions, so what ptxas spilled is stored before them and reloaded
-    after, once a tile: the transformer block's inference softmax under the gxu policy (128
-    rows of 256 a tile on 16 warps, 80 registers spilled) took 88 us where 58 were predicted
-    without it. A pointwise tile's spills cost nothing measurable (the same block's GELU, 36
-    spilled, within 7% without them); where nothing was compiled a tile's are not estimated.
+    values across its reductions: what ptxas spilled is stored before them and reloaded
+    after, as many words a tile as the tile loop's machine code moves (else ptxas's count).
+    The transformer block's inference softmax under the gxu policy (128 rows of 256 a tile
+    on 16 warps, 80 registers spilled, two reductions) took 88 us, predicted 58 without its
+    spills, 69 with 80 words a tile. A pointwise tile's spills cost nothing measurable (the
+    same block's GELU, 36 spilled, within 7% without them); nothing compiled: none.
 
     The estimate misses the compiler's own decisions: ptxas unrolls layernorm's loop of four
     chunks and spills nothing at 64 elements a thread where every other plan of that share
     spills 86-230 registers."""
     if not phase.looped:  # a looped kernel's spills are its chunk loop's
-        persistent = phase.reductions and not any(p.looped for p in facts.phases)
-        return float(facts.compiled_spills or 0) if persistent else 0.0
+        if not phase.reductions or any(p.looped for p in facts.phases):
+            return 0.0
+        return phase.spilled_words if phase.spilled_words is not None else \
+            float(facts.compiled_spills or 0)
     if phase.spilled_words is not None:
         return phase.spilled_words
     if not phase.carried or phase.iterations <= 1:

@@ -16,7 +16,8 @@ from gxusim.perf_model import (INSTRUCTIONS_PER_STEP, LIVE_PER_CARRIED, ROUND_TR
                                WORD_STEPS, LaunchFacts, PhaseFacts, breakdown,
                                facts_from_dict, launch_phases, predict_seconds,
                                spilled_registers)
-from gxusim.compiled import with_binary
+from gxusim.compiled import with_binary, with_machine_code
+from gxusim.machine_code import LoopCode, MachineCode
 from gxusim.residency import blocks_per_sm, residency
 from gxusim.triton_launch import Resources
 
@@ -319,8 +320,9 @@ def test_an_unpipelined_chunks_arithmetic_follows_its_waits():
 
 def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothing():
     """A persistent reduction holds its rows across its block reductions: what ptxas spilled
-    goes out before them and comes back after, once a tile. A pointwise tile's spills and
-    a looped kernel's tile-level phase cost nothing more (a chunk loop pays per chunk)."""
+    goes out before them and comes back after, once a tile (as many words as the tile
+    loop's machine code moves, where it was read). A pointwise tile's spills and a looped
+    kernel's tile-level phase cost nothing more (a chunk loop pays per chunk)."""
     spec = gxusim.load_spec("gxu-on-h200")
 
     def launch(source, blocks, chunks, compiled_spills):
@@ -336,6 +338,13 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
     # each word stored and reloaded by each of the SM's 512 threads goes through its L1
     assert predict_seconds(spilled, spec) == pytest.approx(
         predict_seconds(kept, spec) + 8 * 80 * (spec.spill_s + 512 * 8 / spec.spill_bandwidth))
+    # the tile loop's SASS stores the 80 registers once and reloads them after each of the
+    # two reductions: its 240 words win over ptxas's count
+    code = MachineCode((), LoopCode(loads=8, round_trips=1.0, local_words=240))
+    read = dataclasses.replace(spilled, phases=with_machine_code(
+        spilled, spec, Resources(80, 128, 0, code)))
+    assert spill_s(read) == pytest.approx(8 * 240 * spec.spill_s)
+    assert facts_from_dict(dataclasses.asdict(read)) == read
     assert spill_s(launch(TANH_GELU, {"XBLOCK": 32768}, 1, 36)) == 0
     looped = launch(ROW_SUM, {"XBLOCK": 1, "R0_BLOCK": 1024}, 4, 10)
     assert [spilled_registers(p, looped, spec) for p in looped.phases] == [0, 10]
