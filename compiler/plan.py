@@ -146,7 +146,7 @@ class LaunchPlan:
 
     def chunks(self, numels: dict[str, int]) -> int:
         """Reduction chunks one tile walks through (1 unless the reduction is looped)."""
-        return cdiv(numels["r0_numel"], self.meta["R0_BLOCK"]) if "R0_BLOCK" in self.meta else 1
+        return _chunks(numels, self.meta)
 
     def facts(self, shape: KernelShape, numels: dict[str, int], bytes_moved: float,
               spec: HardwareSpec) -> perf_model.LaunchFacts:
@@ -292,6 +292,10 @@ def _policy_call(policy: Heuristics, method: str, *args: Any) -> Any:
 
 # --- planning ------------------------------------------------------------------------------
 
+def _chunks(numels: dict[str, int], blocks: dict[str, int]) -> int:
+    return cdiv(numels["r0_numel"], blocks["R0_BLOCK"]) if "R0_BLOCK" in blocks else 1
+
+
 def _tiles(shape: KernelShape, numels: dict[str, int], blocks: dict[str, int]) -> int:
     tiles = cdiv(numels.get("xnumel", 1), blocks["XBLOCK"])
     if shape.is_2d:
@@ -337,13 +341,15 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
         num_stages, rules["num_stages"] = resolve_num_stages(policy, question, choice.num_stages,
                                                              fitting, spec)
-    overflow = unpipelined_overflow(shape, meta, num_warps, spec) if (num_stages or 1) == 1 else 0
+    overflow = 0 if perf_model.pipelined(num_stages or 1, _chunks(numels, meta)) else \
+        unpipelined_overflow(shape, meta, num_warps, spec)
     if overflow:
         raise PolicyError(f"policy {policy.name!r}: blocks {meta} on {num_warps} warps, "
                           f"unpipelined, need {overflow} B more shared memory than "
                           f"smem_per_sm={spec.smem_per_sm} of spec {spec.name} to convert "
-                          f"{shape.name}'s gathered indices; choose smaller blocks or "
-                          f"num_stages > 1")
+                          f"{shape.name}'s gathered indices; choose smaller blocks, or "
+                          f"num_stages > 1 on more than one chunk a tile (Triton does not "
+                          f"pipeline a loop of one)")
     n_tiles = _tiles(shape, numels, meta)
     if shape.is_reduction or shape.is_2d:
         requested_grid = _policy_call(policy, "get_grid", n_tiles, 1)
@@ -409,7 +415,8 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
             depths = [s for s in NUM_STAGES if s <= deepest_fitting_stages(
                 chunk_bytes, blocks, num_warps, spec)] if shape.pipelined else [None]
             for stages in depths:
-                if (stages or 1) == 1 and unpipelined_overflow(shape, blocks, num_warps, spec):
+                if not perf_model.pipelined(stages or 1, _chunks(numels, blocks)) and \
+                        unpipelined_overflow(shape, blocks, num_warps, spec):
                     continue  # Triton could not fit its layout conversion
                 key = (tuple(parameters.items()), num_warps, stages)
                 plans[key] = LaunchPlan(parameters, num_warps, min(tiles, spec.max_grid), tiles,

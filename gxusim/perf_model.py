@@ -62,9 +62,9 @@ the body of each `tl.range` loop over a reduction's chunks):
   the waits per chunk are read off the binary's SASS (`PhaseFacts.round_trips`,
   `gxusim.machine_code`): the row sum 32768x4096 in bf16, 8 rows of 256 a chunk, runs 108
   ns a chunk on 4 warps (all 16 chunks' loads in the tile's body, 5 waits a tile) and 436
-  on 2 (rolled, 2 waits a chunk); charged ~230 ns per load instruction alike, the held-out
-  unpipelined row sums were predicted up to 2.7x slow (median 43-47% off, 9-23% with the
-  binary's waits; fitted ~0.5 us a wait). Chunk loops unrolled into one body take the
+  on 2 (rolled, 2 waits a chunk); charged per load instruction alike, the held-out
+  unpipelined row sums were up to 2.7x slow (median 43-47% off, 9-23% with the binary's
+  waits). Chunk loops unrolled into one body take the
   waits of their own loads (layernorm's statistics pass issues its chunks' loads together
   and waits 6 times in 32 chunks, its normalising pass once a chunk: charged 0.59 waits a
   chunk each, its 8-16 warp plans were predicted up to 2.4x slow). Without a binary
@@ -86,27 +86,24 @@ the body of each `tl.range` loop over a reduction's chunks):
   the tile's rows fit in the program's share of it (`cached_load_bytes`): their waits are
   L2 round trips, l2_latency_s (layernorm 4096x4096, one 4096-element chunk per row on 2
   warps: 233 us measured, 623 predicted when every pass waited on DRAM).
-* **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`; without it
-  Triton pipelines nothing here: the launch's num_stages 1 and 3 timed the same):
+* **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`):
   asynchronous copies keep S - 1 chunks in flight ahead of the one being summed, so after
   the first chunk (one round trip, pipeline_latency_s, plus its transfer at
   async_copy_bandwidth) each chunk takes `max(transfer, (round trip + transfer) / (S - 1))`.
-  Measured on the H200 (row sum 32768x4096, 32 programs), per chunk at every warp count
-  alike: 4 KB chunks 530, 290, 210 ns at S = 2, 3, 4 (~540 / (S - 1) plus the transfer),
-  64 KB chunks 1300 ns at S = 2 and ~680 at S = 4 (the transfer alone). Copies land in
-  shared memory and are read back from it: they stream at about half the rate a tile's
-  register loads do (the fit: 60-67 against 144 GB/s per SM; one shared rate left either
-  pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier loop left in L2 come
-  back in an L2 round trip (l2_latency_s); a gather's dependent load waits for its index
-  chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
+  H200 (row sum 32768x4096), per chunk at any warp count: 4 KB chunks 530, 290, 210 ns at
+  S = 2, 3, 4, 64 KB chunks 1300 ns at S = 2, ~680 at S = 4 (the transfer alone). Copies
+  land in shared memory and are read back: their own rate (one rate shared with a tile's
+  register loads left pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier
+  loop left in L2 come back in an L2 round trip (l2_latency_s); a gather's dependent load
+  waits for its index chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
   touch costs the SM run_issue_s besides (~0.25 ns): a column sum's chunk of R0_BLOCK rows x
   8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
   about 0.4 ns a run at every warp count, from 4 to 64 columns alike. The chunk's
   instructions add to its copies (sm_flop_s; they share the SM's issue with the copies and
   the reads of shared memory): at 64 KB chunks a row sum (96 instructions a warp a chunk)
   streams 100-120 GB/s per SM, a column amax of the same chunk shape (369, its NaN checks)
-  66-72; with one copy rate for both the row sums were predicted 30-78% slow. A pipelined
-  loop of one chunk waits for its copies once (a gather twice).
+  66-72; with one copy rate for both the row sums were predicted 30-78% slow. A loop of
+  one chunk is not pipelined (`pipelined`): it waits as an unpipelined one does.
 * **register spills** (any chunk loop of more than one chunk, and a persistent reduction's
   tile): what a thread spills is stored and reloaded every chunk (or tile, around its block
   reductions), spill_s per 4-byte word plus every thread's spilled bytes on the SM at
@@ -133,12 +130,10 @@ sector traffic, bounding the DRAM term, and its occupancy). Facts without `phase
 before them, hand-written kernels) are one tile-level phase of their per-element counts.
 
 Not modelled (H200, benchmarks/validate_model.py): a tile's fixed cost around a pipelined
-loop of few chunks (amax 8192x2048, two a tile, half the row sum's rate at one config), a
-column sum's chunks of 1-2 columns (each 4-byte element a DRAM sector: up to 4.7x slow), a
-gather from a table in L2 (its waits cost DRAM's: the seed's embedding mean 57% slow), a
-pipelined gather's rows, read one element a thread in its indices' layout (up to 2.4x
-fast), and, without a compiled binary (predict-only, the emulator), ptxas's decisions: how
-far it unrolls a loop, what it spills and what it issues.
+loop of few chunks (amax 8192x2048), a column sum's chunks of 1-2 columns (up to 4.7x
+fast), a gather from a table in L2 (the seed's embedding mean 57% slow), a pipelined
+gather's rows, read one element a thread (up to 2.4x fast), and, without a compiled binary
+(predict-only, the emulator), ptxas's unrolling, spills and instruction counts.
 """
 from __future__ import annotations
 
@@ -266,6 +261,13 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
     return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
 
 
+def pipelined(stages: int, chunks: int) -> bool:
+    """Whether a chunk loop of `chunks` chunks a tile at this depth is software pipelined:
+    Triton folds a one-trip loop before its pipeliner runs (a row sum's one 4096-column chunk
+    compiles alike at num_stages 4 and 1; timed as pipelined: 35-67% fast on 2-4 warps)."""
+    return stages > 1 and chunks > 1
+
+
 def chunk_load_bytes(source: str, blocks: Mapping[str, int],
                      pointer_bytes: Mapping[str, int] | None = None) -> int:
     """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
@@ -331,7 +333,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
         reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
         reduced_rows=size["x"] * size["y"] if phase.reductions else 1,
-        looped=phase.looped, pipeline_stages=stages if phase.looped else 1,
+        looped=phase.looped, pipeline_stages=stages if phase.looped and pipelined(
+            stages, chunks) else 1,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
@@ -539,10 +542,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
-            # A pipelined loop of one chunk issues all its copies, then waits once (a
-            # gather twice: for its indices, then for the rows they name).
-            waits = phase.round_trips or (phase.load_depth if phase.pipeline_stages > 1 else
-                                          queued * per_thread * ROUND_TRIPS_PER_LOAD)
+            waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
             loads = {"loop_round_trip_s": spec.loop_round_trip_s * steps * waits * uncached,
                      "l2_latency_s": spec.l2_latency_s * steps * waits * (1 - uncached)}
         return _smooth_max_by_field({"memory_latency_s": latency}, loads,

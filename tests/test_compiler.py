@@ -12,6 +12,7 @@ from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, plan_launch)
 from gxusim.kernel_work import kernel_work, static_blocks
+from gxusim.perf_model import pipelined
 from kernels.generated import EMBEDDING_SUM
 from gxusim.compiler.policies import POLICIES
 from gxusim.findings import check_launch
@@ -378,9 +379,10 @@ EMBEDDING_NUMELS = {"xnumel": 262144, "r0_numel": 256}
 
 class _WideGathers(SeedHeuristics):
     name = "wide_gathers"
+    num_stages = 1
 
     def select_gather_reduction(self, xnumel, rnumel, dtype):
-        return ReductionConfig(128, 256, 16, 1)
+        return ReductionConfig(128, 256, 16, self.num_stages)
 
 
 def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planned():
@@ -391,14 +393,20 @@ def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planne
     assert gather_conversion_bytes(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 256}) \
         == 262144
     plans = candidate_plans(shape, EMBEDDING_NUMELS, spec)
-    unpipelined = [p for p in plans if (p.num_stages or 1) == 1]
-    assert unpipelined
+    # Triton does not pipeline a loop of one chunk (all 256 ids at once): whatever its
+    # num_stages, such a plan converts its indices as an unpipelined one does
+    unpipelined = [p for p in plans if not pipelined(p.num_stages or 1, p.chunks(EMBEDDING_NUMELS))]
+    assert {p.num_stages for p in unpipelined} > {1}
     for plan in unpipelined:
         needed = gather_conversion_bytes(EMBEDDING_SUM, plan.meta)
         assert needed + plan.meta["XBLOCK"] * plan.num_warps * 4 <= spec.smem_per_sm, plan
     assert {"XBLOCK": 64, "R0_BLOCK": 256} in [p.meta for p in unpipelined]  # 128 KB: fits
-    with pytest.raises(PolicyError, match=r"wide_gathers.*smem_per_sm=233472.*num_stages > 1"):
-        plan_launch(shape, EMBEDDING_NUMELS, torch.float32, _WideGathers(), spec)
+    assert {"XBLOCK": 128, "R0_BLOCK": 128} in [p.meta for p in plans if p.num_stages == 2]
+    for stages in (1, 4):
+        wide = _WideGathers()
+        wide.num_stages = stages
+        with pytest.raises(PolicyError, match=r"wide_gathers.*smem_per_sm=233472.*num_stages"):
+            plan_launch(shape, EMBEDDING_NUMELS, torch.float32, wide, spec)
 
 
 def test_gathers_are_asked_as_gathers_and_gxu_leaves_them_unpipelined():
