@@ -41,8 +41,7 @@ the body of each `tl.range` loop over a reduction's chunks):
     every program resident on it (sm_flop_s per thread-instruction: a chunk's as its binary
     issues them (`PhaseFacts.issued`), else INSTRUCTIONS_PER_STEP per element and step;
     sm_transcendental_s per call): where two programs share an SM (the 16-SM partition, a
-    GXU) tanh_gelu's transcendental chain is issue-bound; with one program per SM (the
-    whole H200) only such chains come near it.
+    GXU) tanh_gelu's transcendental chain is issue-bound.
   - plus a layout conversion when the tile's loads and stores disagree on the contiguous
     axis (transposes, permutes): every tile element goes through the SM's shared memory,
     layout_convert_s each (a per-SM throughput, shared by the programs on the SM), and its
@@ -78,14 +77,18 @@ the body of each `tl.range` loop over a reduction's chunks):
   load instruction is a 16-byte vector where the thread's contiguous run allows and
   narrower where it does not (`load_accesses`: a column reduction's thread loads its
   column's elements one by one).
+  Each contiguous run a chunk's loads or copies touch costs the SM run_issue_s besides
+  (~0.4 ns: its L1 takes about one a cycle), pipelined or not: a column sum's pipelined
+  chunk of R0_BLOCK rows x 8 columns (32-byte runs) took 0.57 us where a row sum's of the
+  same 16 KB took 0.36; unpipelined, the column sum's 123 held-out plans (1 to 64 columns a
+  chunk) were 19% fast (58% at the 90th percentile) without it, 5% off (16%) with it.
   A gather's index load is one of those loads (one per distinct address: an embedding's
   token id is shared by its row's columns, `Access.repeats`), and its dependent second
   round trip is latency, not more issue.
   A later chunk loop that re-reads the rows an earlier one of the same tile loaded
-  (softmax's second and third passes, layernorm's normalising pass) finds them in L2 when
-  the tile's rows fit in the program's share of it (`cached_load_bytes`): their waits are
-  L2 round trips, l2_latency_s (layernorm 4096x4096, one 4096-element chunk per row on 2
-  warps: 233 us measured, 623 predicted when every pass waited on DRAM).
+  (softmax's later passes, layernorm's normalising pass) finds them in L2 when the tile's
+  rows fit in the program's share of it (`cached_load_bytes`): L2 round trips, l2_latency_s
+  (layernorm 4096x4096, a 4096-element chunk a row, 2 warps: 233 us, 623 predicted on DRAM).
 * **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`):
   asynchronous copies keep S - 1 chunks in flight ahead of the one being summed, so after
   the first chunk (one round trip, pipeline_latency_s, plus its transfer at
@@ -95,10 +98,7 @@ the body of each `tl.range` loop over a reduction's chunks):
   land in shared memory and are read back: their own rate (one rate shared with a tile's
   register loads left pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier
   loop left in L2 come back in an L2 round trip (l2_latency_s); a gather's dependent load
-  waits for its index chunk by chunk, unpipelined (memory_latency_s each). Each contiguous run a chunk's copies
-  touch costs the SM run_issue_s besides (~0.25 ns): a column sum's chunk of R0_BLOCK rows x
-  8 columns (32-byte runs) took 0.57 us where a row sum's chunk of the same 16 KB took 0.36,
-  about 0.4 ns a run at every warp count, from 4 to 64 columns alike. The chunk's
+  waits for its index chunk by chunk, unpipelined (memory_latency_s each). The chunk's
   instructions add to its copies (sm_flop_s; they share the SM's issue with the copies and
   the reads of shared memory): at 64 KB chunks a row sum (96 instructions a warp a chunk)
   streams 100-120 GB/s per SM, a column amax of the same chunk shape (369, its NaN checks)
@@ -107,17 +107,15 @@ the body of each `tl.range` loop over a reduction's chunks):
 * **register spills** (any chunk loop of more than one chunk, and a persistent reduction's
   tile): what a thread spills is stored and reloaded every chunk (or tile, around its block
   reductions), spill_s per 4-byte word plus every thread's spilled bytes on the SM at
-  spill_bandwidth (fitted ~230 GB/s, an SM's L1: one per-word cost, fitted to the 16-warp
-  plans whose words cost 4x as much, left layernorm's 1-warp plans spilling 540 words a
-  chunk 2.7x slow). Spills add to the loop's time. How many words: `spilled_registers`.
+  spill_bandwidth (~230 GB/s, an SM's L1: one per-word cost left layernorm's 1-warp plans,
+  540 words a chunk, 2.7x slow). Spills add to the loop's time (`spilled_registers`).
 * **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
   through shared memory), plus row_reduction_s per row each warp reduces (its lanes meet in
   a tree of shuffles, one tree a row: the persistent row sum 1M x 128 on 2-8 warps, 16 rows
-  a warp, ran 1.5-2.6x slower than predicted when a reduction cost the same for any rows;
-  fitted 25 ns, about five shuffle-and-add steps); scan_chunk_s x (1 + log2 warps) per
-  chunk of a block scan (each
-  waits for the previous chunk's carry, which crosses the warps as a reduction's does: the
-  seed's cumsum at 16 warps, 900 ns a chunk, had been predicted at half that).
+  a warp, was 1.5-2.6x slow when a reduction cost the same for any rows); scan_chunk_s x
+  (1 + log2 warps) per chunk of a block scan (each waits for the previous chunk's carry,
+  which crosses the warps as a reduction's does: the seed's cumsum, 16 warps, 900 ns a
+  chunk, had been predicted at half that).
 
 The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max where one
 term dominates, a little above where they compete, differentiable for the fit; `breakdown`
@@ -401,7 +399,7 @@ TERMS: tuple[Term, ...] = (
          "stored and reloaded each chunk or around a tile's reductions)"),
     Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
          "through its L1", rate=True),
-    Term("run_issue_s", "a pipelined chunk: per contiguous run its copies touch, on one SM"),
+    Term("run_issue_s", "a chunk: per contiguous run its loads touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
@@ -513,6 +511,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     threads = facts.num_warps * spec.warp_size
     steps = phase.iterations
     latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
+    # A chunk's runs go through the SM's L1 one by one, besides its waits or copies.
+    runs = {"run_issue_s": steps * sharing * phase.load_runs * spec.run_issue_s}
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
         # stages - 1 chunks in flight: each chunk after the first takes a share of (round
         # trip + its transfer), or the transfer alone where the SM's copy rate binds. Rows
@@ -529,7 +529,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
         terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
             "async_copy_bandwidth", 0.0)
-        terms["run_issue_s"] = steps * sharing * phase.load_runs * spec.run_issue_s
+        terms.update(runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
         terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
         return terms
@@ -545,8 +545,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
             loads = {"loop_round_trip_s": spec.loop_round_trip_s * steps * waits * uncached,
                      "l2_latency_s": spec.l2_latency_s * steps * waits * (1 - uncached)}
-        return _smooth_max_by_field({"memory_latency_s": latency}, loads,
-                                    {"sm_bandwidth": steps * bandwidth})
+        return {**_smooth_max_by_field({"memory_latency_s": latency}, loads,
+                                       {"sm_bandwidth": steps * bandwidth}), **runs}
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
     # rest streams at the slower of the threads' in-flight limit (the further round trips,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).

@@ -716,9 +716,16 @@ def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
     # and a contiguous run each, where the row's chunk is one run
     assert (row.load_runs, column.load_runs) == (1, 1024)
     spec = gxusim.load_spec("gxu-on-h200")
-    pipelined = [breakdown(LaunchFacts(32, 4, 16, 4096, 1e8, 1, phases=launch_phases(
-        source, blocks, 4, stages=3)), spec)["run_issue_s"] for source in (ROW_SUM, COL_SUM)]
-    assert pipelined[1] == pytest.approx(1024 * pipelined[0], rel=1e-3)
+    # each run goes through the SM's L1 on its own, copied (pipelined) or loaded: 4 chunks of
+    # 1024 runs a tile, 16 tiles, on top of the chunk's waits or copies
+    for stages in (3, 1):
+        facts = [LaunchFacts(32, 4, 16, 4096, 1e5, 1, phases=launch_phases(
+            source, blocks, 4, stages=stages)) for source in (ROW_SUM, COL_SUM)]
+        runs = [breakdown(f, spec)["run_issue_s"] for f in facts]
+        assert runs == pytest.approx([16 * 4 * n * spec.run_issue_s for n in (1, 1024)])
+        free = spec.replace(run_issue_s=0.0)
+        assert predict_seconds(facts[1], spec) == pytest.approx(
+            predict_seconds(facts[1], free) + runs[1])
     assert predict_seconds(_facts(spec, COL_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec) > \
         2 * predict_seconds(_facts(spec, ROW_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec)
 
