@@ -1,137 +1,28 @@
 """Performance model: predicted kernel time from the hardware spec, calibrated on a real GPU.
 
-A GXU kernel is grid-capped: each of its programs loops over tiles
-(`for tile in range(program_id, n_tiles, num_programs)`), so a launch takes
+A GXU kernel is grid-capped: each of its programs loops over tiles, so a launch takes
 
     time = launch_overhead_s + max(serial_tiles * tile_time, bytes_moved / mem_bandwidth)
 
-`serial_tiles` is the tile-loop iterations one program slot runs in sequence (waves x
-tiles_per_program; waves from the occupancy model's resident programs), and the DRAM term
-bounds the whole device (it binds only when many SMs stream at once, as an uncapped grid
-does). A tile is timed *per SM*, roofline-style but additive where the GPU serialises, by
-walking its phases (`gxusim.kernel_work.kernel_phases`: the statements at tile level, and
-the body of each `tl.range` loop over a reduction's chunks):
+(`serial_tiles`: waves x tiles_per_program). A tile is timed per SM by walking its phases
+(`gxusim.kernel_work.kernel_phases`), each a sum of terms where the GPU serialises and a
+smooth max (`_smooth_max`, the 4-norm) where it overlaps:
 
-* **tile-level phase** (a pointwise tile, a persistent reduction's rows):
-  `latency + smoothmax(further round trips, bytes / SM bandwidth) + compute`, where
-  - latency = memory_latency_s x the dependent loads in a row (a gather: 2): the tile's
-    first round trip.
-  - further round trips = latency x (vector accesses per thread / in-flight vectors - 1),
-    when a thread loads and stores more 16-byte vectors than it keeps in flight (stores
-    hold slots as loads do: broadcast_add was predicted 10-15% fast when only loads
-    counted). mul_relu 100M, 2 warps: 4 vector loads per thread 0.56 us/tile, 8 loads 1.10
-    us. A load in flight holds its destination registers, so the accesses a thread keeps
-    in flight (loads_in_flight, with all max_regs_per_thread registers) shrink with its
-    register budget, the SM's register file over the program's threads (`register_budget`;
-    on the H200 255 registers up to 8 warps, 128 at 16).
-  - bytes / SM bandwidth: the tile's loads and stores through one SM (shared by the
-    programs resident on it). After the first round trip the tile streams at the slower of
-    the two rates (Little's law: the bytes a thread keeps in flight, or what the SM moves),
-    hence the smooth max, not a sum (fitted ~150 GB/s per SM on the H200: 32 programs on
-    32 of 132 SMs never reach DRAM bandwidth; a device-wide term cannot see it).
-  - compute = elements per thread x (flop_issue_s x (arithmetic steps + WORD_STEPS x the
-    4-byte words the element loads and stores) + transcendental_issue_s x libdevice calls
-    (in expf's)) along the longest per-element dependency chain. Each word a thread moves
-    costs issue (its address, mask, memory instruction): mul_relu 20M at 1024-element
-    tiles, one round trip each, takes 359 us on 1 warp, 257 on 4, 216 on 16. One warp per
-    SM sub-partition leaves no other warp to hide latency, so the chain's latency, not the
-    instruction count, sets the pace: tanh_gelu (chain of 7 ops and a tanh) costs 80 ns per
-    element per thread on the H200, exp_sin (exp and sin side by side) ~50 ns although it
-    has more instructions. Or, when slower, the SM's issue rate over the instructions of
-    every program resident on it (sm_flop_s per thread-instruction: a chunk's as its binary
-    issues them (`PhaseFacts.issued`), else INSTRUCTIONS_PER_STEP per element and step;
-    sm_transcendental_s per call): where two programs share an SM (the 16-SM partition, a
-    GXU) tanh_gelu's transcendental chain is issue-bound.
-  - plus a layout conversion when the tile's loads and stores disagree on the contiguous
-    axis (transposes, permutes): every tile element goes through the SM's shared memory,
-    layout_convert_s each (a per-SM throughput, shared by the programs on the SM), and its
-    barriers (the block writes shared memory, waits, reads it back) once a tile,
-    layout_sync_s (~120 ns on the H200): charged all per element, the suite's 32x32 against
-    128x128 transpose tiles had a gxu/seed ratio 21% off (now 2%).
-  Bandwidth terms count whole 32-byte sectors (`sector_bytes`: a column reduction's chunk
-  of 1 to 4 columns moves 8 to 32 times the bytes it uses), which took the held-out column
-  sum's rank correlation over its 478 configs from 0.70 to 0.92.
-* **looped phase** (a looped reduction's chunk loop, `iterations` = chunks), unpipelined:
-  `smoothmax(latency, loop_round_trip_s x memory waits (all chunks), chunks x bytes / SM
-  bandwidth) + chunks x compute`. A chunk's loads feed the accumulator; how many times a
-  thread must stop and wait for them is ptxas's doing: it unrolls some chunk loops
-  completely and issues many chunks' loads before the first wait, keeps others rolled with
-  a wait every load or two, and holds as many loads in flight as its registers allow.
-  Where the kernel was compiled (the cuda target; calibration; benchmarks/registers.py)
-  the waits per chunk are read off the binary's SASS (`PhaseFacts.round_trips`,
-  `gxusim.machine_code`): the row sum 32768x4096 in bf16, 8 rows of 256 a chunk, runs 108
-  ns a chunk on 4 warps (all 16 chunks' loads in the tile's body, 5 waits a tile) and 436
-  on 2 (rolled, 2 waits a chunk); charged per load instruction alike, the held-out
-  unpipelined row sums were up to 2.7x slow (median 43-47% off, 9-23% with the binary's
-  waits). Chunk loops unrolled into one body take the
-  waits of their own loads (layernorm's statistics pass issues its chunks' loads together
-  and waits 6 times in 32 chunks, its normalising pass once a chunk: charged 0.59 waits a
-  chunk each, its 8-16 warp plans were predicted up to 2.4x slow). Without a binary
-  (predict-only, the emulator), the waits are estimated: ROUND_TRIPS_PER_LOAD per load
-  instruction of a thread, times W/(W+1) (one warp's loads queue behind no other warp's).
-  The chunk's arithmetic follows its waits (in-order issue: with the binary's waits, a
-  smooth max of the two left the held-out unpipelined row sums 10-25% slow and layernorm's
-  6-23% fast). A chunk's elements are independent, so a thread runs 1 + chain_overlap of
-  their chains side by side (~2.8 on the H200; softmax 2048x32768's
-  three passes, an exp each, were predicted 1.5-3x slow on 1 to 4 warps without it). A
-  load instruction is a 16-byte vector where the thread's contiguous run allows and
-  narrower where it does not (`load_accesses`: a column reduction's thread loads its
-  column's elements one by one).
-  Each contiguous run a chunk's loads or copies touch costs the SM run_issue_s besides
-  (~0.4 ns: its L1 takes about one a cycle), pipelined or not: a column sum's pipelined
-  chunk of R0_BLOCK rows x 8 columns (32-byte runs) took 0.57 us where a row sum's of the
-  same 16 KB took 0.36; unpipelined, the column sum's 123 held-out plans (1 to 64 columns a
-  chunk) were 19% fast (58% at the 90th percentile) without it, 5% off (16%) with it.
-  A gather's index load is one of those loads (one per distinct address: an embedding's
-  token id is shared by its row's columns, `Access.repeats`), and its dependent second
-  round trip is latency, not more issue.
-  A later chunk loop that re-reads the rows an earlier one of the same tile loaded
-  (softmax's later passes, layernorm's normalising pass) finds them in L2 when the tile's
-  rows fit in the program's share of it (`cached_load_bytes`): L2 round trips, l2_latency_s
-  (layernorm 4096x4096, a 4096-element chunk a row, 2 warps: 233 us, 623 predicted on DRAM).
-* **pipelined looped phase** (`num_stages` S on the loop, `inductor_codegen`):
-  asynchronous copies keep S - 1 chunks in flight ahead of the one being summed, so after
-  the first chunk (one round trip, pipeline_latency_s, plus its transfer at
-  async_copy_bandwidth) each chunk takes `max(transfer, (round trip + transfer) / (S - 1))`.
-  H200 (row sum 32768x4096), per chunk at any warp count: 4 KB chunks 530, 290, 210 ns at
-  S = 2, 3, 4, 64 KB chunks 1300 ns at S = 2, ~680 at S = 4 (the transfer alone). Copies
-  land in shared memory and are read back: their own rate (one rate shared with a tile's
-  register loads left pointwise tiles 30% slow or chunk loops 25% fast). Rows an earlier
-  loop left in L2 come back in an L2 round trip (l2_latency_s); a gather's dependent load
-  waits for its index chunk by chunk, unpipelined (memory_latency_s each). The chunk's
-  instructions add to its copies (sm_flop_s; they share the SM's issue with the copies and
-  the reads of shared memory): at 64 KB chunks a row sum (96 instructions a warp a chunk)
-  streams 100-120 GB/s per SM, a column amax of the same chunk shape (369, its NaN checks)
-  66-72; with one copy rate for both the row sums were predicted 30-78% slow. A loop of
-  one chunk is not pipelined (`pipelined`): it waits as an unpipelined one does.
-* **register spills** (any chunk loop of more than one chunk, and a persistent reduction's
-  tile): what a thread spills is stored and reloaded every chunk (or tile, around its block
-  reductions), spill_s per 4-byte word plus every thread's spilled bytes on the SM at
-  spill_bandwidth (~230 GB/s, an SM's L1: one per-word cost left layernorm's 1-warp plans,
-  540 words a chunk, 2.7x slow). Spills add to the loop's time (`spilled_registers`).
-* **per tile**: reduction_s x (1 + log2 warps) per block reduction (a cross-warp exchange
-  through shared memory), plus row_reduction_s per row each warp reduces (its lanes meet in
-  a tree of shuffles, one tree a row: the persistent row sum 1M x 128 on 2-8 warps, 16 rows
-  a warp, was 1.5-2.6x slow when a reduction cost the same for any rows); scan_chunk_s x
-  (1 + log2 warps) per chunk of a block scan (each waits for the previous chunk's carry,
-  which crosses the warps as a reduction's does: the seed's cumsum, 16 warps, 900 ns a
-  chunk, had been predicted at half that).
-
-The smooth maximum is the 4-norm (sum of fourth powers, fourth root): near max where one
-term dominates, a little above where they compete, differentiable for the fit; `breakdown`
-shares it among the competing terms in proportion to each one's pull on it.
+* a tile-level phase (a pointwise tile, a persistent reduction's rows): its first round
+  trip, then the slower of its threads' in-flight limit and the SM's bandwidth, plus its
+  dependency chain or the SM's issue rate, a layout conversion where it transposes;
+* an unpipelined chunk loop: its memory waits (the binary's, else estimated), its bytes
+  through the SM, then each chunk's arithmetic, and each contiguous run through the L1;
+* a pipelined chunk loop (`num_stages` > 1 and more than one chunk, `pipelined`): S - 1
+  chunks' copies in flight, each chunk the slower of its transfer and its share of a round
+  trip, plus its instructions and runs;
+* register spills (the binary's words, else ptxas's count, else estimated), block
+  reductions, rows reduced per warp and scan chunks.
 
 Every coefficient is a spec field (`TERMS`): the model predicts a GPU (calibrated by
-`gxusim calibrate`, each program weighing alike) and the GXU (the vendor's numbers). The
-plan and the emulator read the same phases from the kernel's source (the emulator adds its
-sector traffic, bounding the DRAM term, and its occupancy). Facts without `phases` (stored
-before them, hand-written kernels) are one tile-level phase of their per-element counts.
-
-Not modelled (H200, benchmarks/validate_model.py): a tile's fixed cost around a pipelined
-loop of few chunks (amax 8192x2048), a column sum's chunks of 1-2 columns (up to 4.7x
-fast), a gather from a table in L2 (the seed's embedding mean 57% slow), a pipelined
-gather's rows, read one element a thread (up to 2.4x fast), and, without a compiled binary
-(predict-only, the emulator), ptxas's unrolling, spills and instruction counts.
+`gxusim calibrate`) and the GXU (the vendor's numbers). The plan and the emulator read the
+same phases from the kernel's source. Each term's form, the measurements that decided it
+and what is not modelled: docs/performance-model.md.
 """
 from __future__ import annotations
 
@@ -166,7 +57,7 @@ INSTRUCTIONS_PER_STEP = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class PhaseFacts:
-    """One phase of one launch's tile (see the module docstring)."""
+    """One phase of one launch's tile (docs/performance-model.md)."""
     iterations: int  # times the phase runs per tile: a looped reduction's chunks, else 1
     elements: float  # block elements one iteration works on
     load_bytes: float  # bytes one iteration loads (broadcast vectors excluded: cached)
@@ -504,7 +395,7 @@ def _seconds_at(rate: float, size: float) -> float:
 
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   sharing: int, cached: float) -> dict[str, float]:
-    """Seconds of a phase's memory traffic per tile, by field (see the module docstring);
+    """Seconds of a phase's memory traffic per tile, by field (docs/performance-model.md);
     `sharing`: the programs resident on the SM, whose traffic goes through it alike."""
     moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     bandwidth = _seconds_at(spec.sm_bandwidth, moved)
