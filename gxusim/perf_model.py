@@ -361,8 +361,9 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     after, as many words a tile as the tile loop's machine code moves (else ptxas's count).
     The transformer block's inference softmax under the gxu policy (128 rows of 256 a tile
     on 16 warps, 80 registers spilled, two reductions) took 88 us, predicted 58 without its
-    spills, 69 with 80 words a tile. A pointwise tile's spills cost nothing measurable (the
-    same block's GELU, 36 spilled, within 7% without them); nothing compiled: none.
+    spills, 69 with 80 words a tile, 77 with the 133 its tile loop moves. A pointwise tile's
+    spills cost nothing measurable (the same block's GELU, 36 spilled, within 7% without
+    them); where nothing was compiled, a tile's spills are not estimated.
 
     The estimate misses the compiler's own decisions: ptxas unrolls layernorm's loop of four
     chunks and spills nothing at 64 elements a thread where every other plan of that share
