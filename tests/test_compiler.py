@@ -287,39 +287,43 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     """A chunk loop pipelined N deep buffers N - 1 chunks in shared memory: the plan lowers a
     depth that would not fit beside the reduction's scratch, and the emulator's occupancy
     counts the buffers (GXU: 128 KB per SM, so one 64 KB chunk ahead leaves room for one
-    resident program, not two)."""
+    resident program, not two); a loop of one chunk, which Triton does not pipeline,
+    buffers none."""
     from gxusim.compiler import launcher
     from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 
     class Deep(SeedHeuristics):
         name = "deep"
 
-        def __init__(self, stages):
+        def __init__(self, stages, rblock=1024):
             super().__init__()
-            self.stages = stages
+            self.stages, self.rblock = stages, rblock
 
         def select_one_pass_reduction(self, xnumel, rnumel, dtype):
-            return ReductionConfig(16, 1024, 4, num_stages=self.stages)  # 64 KB chunks
-    x = torch.randn(256, 4096)
+            # 64 KB chunks
+            return ReductionConfig(16 * 1024 // self.rblock, self.rblock, 4, num_stages=self.stages)
     planned = {}
     try:
-        for stages in (1, 3):
-            gxusim.use_heuristics(Deep(stages))
+        # (columns, R0_BLOCK, num_stages): 4 chunks a row unpipelined and pipelined, 1 chunk
+        for columns, rblock, stages in ((4096, 1024, 1), (4096, 1024, 3), (2048, 2048, 3)):
+            gxusim.use_heuristics(Deep(stages, rblock))
             torch._dynamo.reset()
             with launcher.capture() as captured:
-                torch.compile(lambda t: t.sum(1))(x.to("gxu"))
+                torch.compile(lambda t: t.sum(1))(torch.randn(256, columns).to("gxu"))
             launch, = captured
             args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
             report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
                                     num_warps=launch.plan.num_warps, spec="gxu",
                                     **launch.plan.kernel_meta(launch.kernel.shape))
-            planned[stages] = launch.plan, report.occupancy
+            planned[columns, stages] = launch.plan, report.occupancy
     finally:
         gxusim.use_heuristics("gxu")
-    (unpipelined, alone), (deep, buffered) = planned[1], planned[3]
+    (unpipelined, alone), (deep, buffered) = planned[4096, 1], planned[4096, 3]
     assert deep.num_stages == 2 and "lowered to 2" in deep.rules["num_stages"]
     assert alone.blocks_per_sm == 2
     assert buffered.blocks_per_sm == 1 and buffered.limiter == "shared_memory"
+    one_chunk, unbuffered = planned[2048, 3]
+    assert one_chunk.num_stages == 2 and unbuffered.blocks_per_sm == 2
 
 
 def test_pipelining_rewrite_leaves_loopless_kernels_alone_and_refuses_an_unknown_signature():

@@ -96,23 +96,31 @@ def _element_bytes(arguments: LaunchArguments) -> dict[str, int]:
     return {name: buffer.array.itemsize for name, buffer in arguments.buffers.items()}
 
 
+def _chunks(arguments: LaunchArguments, blocks: dict) -> int:
+    """Reduction chunks one tile walks through (1 unless the reduction is looped)."""
+    reduced = arguments.scalars.get("r0_numel", _constants(arguments).get("r0_numel"))
+    return max(1, math.ceil(int(reduced) / blocks["R0_BLOCK"])) \
+        if reduced is not None and "R0_BLOCK" in blocks else 1
+
+
 def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
     """The tile's phases as `perf_model.launch_phases` reads them from the kernel's source,
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
     blocks = _blocks(arguments)
-    reduced = arguments.scalars.get("r0_numel", _constants(arguments).get("r0_numel"))
-    chunks = math.ceil(int(reduced) / blocks["R0_BLOCK"]) \
-        if reduced is not None and "R0_BLOCK" in blocks else 1
-    return perf_model.launch_phases(compiled.kir.sources[0], blocks, max(1, chunks),
+    return perf_model.launch_phases(compiled.kir.sources[0], blocks, _chunks(arguments, blocks),
                                     _element_bytes(arguments), blocks.get("NUM_STAGES", 1))
 
 
 def pipeline_buffer_bytes(compiled: Specialisation, arguments: LaunchArguments) -> int:
     """Shared memory a pipelined chunk loop buffers its loads in: num_stages - 1 chunks
-    ahead (Triton's async copies), the same bytes the plan sizes depths by."""
+    ahead (Triton's async copies), the same bytes the plan sizes depths by; none for a loop
+    of one chunk, which Triton does not pipeline (`perf_model.pipelined`)."""
     blocks = _blocks(arguments)
-    return (blocks.get("NUM_STAGES", 1) - 1) * perf_model.chunk_load_bytes(
+    stages = blocks.get("NUM_STAGES", 1)
+    if not perf_model.pipelined(stages, _chunks(arguments, blocks)):
+        return 0
+    return (stages - 1) * perf_model.chunk_load_bytes(
         compiled.kir.sources[0], blocks, _element_bytes(arguments))
 
 
