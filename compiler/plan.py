@@ -341,6 +341,10 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
         num_stages, rules["num_stages"] = resolve_num_stages(policy, question, choice.num_stages,
                                                              fitting, spec)
+        if num_stages > 1 and not perf_model.pipelined(num_stages, _chunks(numels, meta)):
+            num_stages, rules["num_stages"] = 1, (
+                f"{policy.name} chose {choice.num_stages}; one chunk a tile: Triton does not "
+                f"pipeline a loop of one trip")
     overflow = 0 if perf_model.pipelined(num_stages or 1, _chunks(numels, meta)) else \
         unpipelined_overflow(shape, meta, num_warps, spec)
     if overflow:
@@ -395,6 +399,19 @@ def _block_choices(shape: KernelShape, numels: dict[str, int]) -> list[dict[str,
         [{"XBLOCK": POINTWISE_BLOCKS[0]}]
 
 
+def _depths(shape: KernelShape, chunks: int, chunk_bytes: int, blocks: dict[str, int],
+            num_warps: int, spec: HardwareSpec) -> list[Optional[int]]:
+    """The pipelining depths worth timing: none for a kernel without a chunk loop to
+    pipeline, 1 alone for a loop of one chunk (it compiles alike at every depth,
+    `perf_model.pipelined`), else each depth whose buffers fit in shared memory."""
+    if not shape.pipelined:
+        return [None]
+    if not perf_model.pipelined(max(NUM_STAGES), chunks):
+        return [1]
+    fitting = deepest_fitting_stages(chunk_bytes, blocks, num_warps, spec)
+    return [stages for stages in NUM_STAGES if stages <= fitting]
+
+
 def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec
                     ) -> list[LaunchPlan]:
     """Every launch config worth timing that the spec allows (autotune's and the capped
@@ -410,12 +427,10 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
         low, high = ELEMENTS_PER_THREAD
         fitting = [w for w in warps if low <= elements / (w * spec.warp_size) <= high] or \
             [warps[0] if elements < low * warps[0] * spec.warp_size else warps[-1]]
-        chunk_bytes = chunk_load_bytes(shape, parameters)
+        chunk_bytes, chunks = chunk_load_bytes(shape, parameters), _chunks(numels, blocks)
         for num_warps in fitting:
-            depths = [s for s in NUM_STAGES if s <= deepest_fitting_stages(
-                chunk_bytes, blocks, num_warps, spec)] if shape.pipelined else [None]
-            for stages in depths:
-                if not perf_model.pipelined(stages or 1, _chunks(numels, blocks)) and \
+            for stages in _depths(shape, chunks, chunk_bytes, blocks, num_warps, spec):
+                if not perf_model.pipelined(stages or 1, chunks) and \
                         unpipelined_overflow(shape, blocks, num_warps, spec):
                     continue  # Triton could not fit its layout conversion
                 key = (tuple(parameters.items()), num_warps, stages)
