@@ -338,8 +338,8 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
     # each word stored and reloaded by each of the SM's 512 threads goes through its L1
     assert predict_seconds(spilled, spec) == pytest.approx(
         predict_seconds(kept, spec) + 8 * 80 * (spec.spill_s + 512 * 8 / spec.spill_bandwidth))
-    # the tile loop's SASS stores the 80 registers once and reloads them after each of the
-    # two reductions: its 240 words win over ptxas's count
+    # a tile loop whose SASS stores the 80 registers once and reloads them after each of two
+    # reductions: its 240 words win over ptxas's count
     code = MachineCode((), LoopCode(loads=8, round_trips=1.0, local_words=240))
     read = dataclasses.replace(spilled, phases=with_machine_code(
         spilled, spec, Resources(80, 128, 0, code)))
