@@ -29,6 +29,8 @@ import functools
 import re
 import textwrap
 
+from . import python_ast
+
 # Function names (the last attribute of the call) that count as transcendentals, plain
 # arithmetic, block reductions and scans.
 TRANSCENDENTAL_CALLS = frozenset({
@@ -140,7 +142,7 @@ def _count(value: ast.AST) -> dict[str, int]:
 def kernel_work(source: str) -> KernelWork:
     """The per-element operation counts of one kernel's Python source."""
     totals = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
-    for value in _value_statements(ast.parse(textwrap.dedent(source))):
+    for value in _value_statements(python_ast.parse(textwrap.dedent(source))):
         for key, count in _count(value).items():
             totals[key] += count
     return KernelWork(**totals)
@@ -429,7 +431,7 @@ def kernel_phases(source: str) -> tuple:
     read from the signature (otherwise every element is taken as 4 bytes)."""
     pointers = dict(_SIGNATURE_POINTER.findall(source))
     text = textwrap.dedent(source[source.index("def "):] if "def " in source else source)
-    function = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
+    function = next(n for n in python_ast.parse(text).body if isinstance(n, ast.FunctionDef))
     parameters = {a.arg for a in function.args.args}
     reader = _PhaseReader(pointers, reduction="r0_numel" in parameters)
     loop = next((n for n in function.body if isinstance(n, ast.For)), None)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import traceback
 from pathlib import Path
 
 import pytest
@@ -109,8 +110,8 @@ def test_two_threads_compile_and_run_at_once():
     def work(name, fn, x):
         try:
             results[name] = (torch.compile(fn)(x).cpu(), fn(x.cpu()))
-        except Exception as error:  # reported below, with its thread
-            errors.append((name, error))
+        except Exception:  # reported below, with its thread and where it was raised
+            errors.append((name, traceback.format_exc()))
 
     threads = [threading.Thread(target=work, args=("gelu", lambda t: t * torch.sigmoid(t * 1.7),
                                                    torch.randn(4000, device="gxu"))),
@@ -123,6 +124,29 @@ def test_two_threads_compile_and_run_at_once():
     assert not errors, errors
     for got, want in results.values():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gxusims_parses_wait_for_a_compile_in_another_thread_and_pause_collection():
+    # CPython 3.11's AST converter shares a recursion counter between threads: a parse that
+    # lands inside another thread's parse breaks it (python_ast's docstring says how).
+    import torch._dynamo.convert_frame as convert_frame
+    from gxusim import python_ast
+
+    parsed, collecting = threading.Event(), []
+    original_parse = python_ast.ast.parse
+
+    def parse_and_note_collection(text, *args, **kwargs):
+        collecting.append(gc.isenabled())
+        return original_parse(text, *args, **kwargs)
+
+    worker = threading.Thread(target=lambda: (python_ast.parse("x = 1"), parsed.set()))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(python_ast.ast, "parse", parse_and_note_collection)
+        with convert_frame.compile_lock:  # another thread compiling
+            worker.start()
+            assert not parsed.wait(0.5), "parsed while a compile held Dynamo's lock"
+        worker.join(10)
+    assert parsed.is_set() and collecting == [False] and gc.isenabled()
 
 
 def test_out_of_memory_is_clear_and_the_allocator_still_works():

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from triton.runtime.jit import JITFunction
 
+from .. import python_ast
 from .ir import Unsupported
 
 
@@ -34,7 +35,7 @@ class KernelFunction:
 
     def __init__(self, jit: Any):
         self.src, self.pyfn, self.name = kernel_source(jit)
-        self.tree = ast.parse(self.src).body[0]
+        self.tree = python_ast.parse(self.src).body[0]
         if not isinstance(self.tree, ast.FunctionDef):
             raise Unsupported(f"{self.name} is not a function definition")
         self.globals = self.pyfn.__globals__
