@@ -126,27 +126,31 @@ def test_two_threads_compile_and_run_at_once():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_gxusims_parses_wait_for_a_compile_in_another_thread_and_pause_collection():
+def test_gxusims_parses_pause_collection_and_take_no_lock():
     # CPython 3.11's AST converter shares a recursion counter between threads: a parse that
-    # lands inside another thread's parse breaks it (python_ast's docstring says how).
-    import torch._dynamo.convert_frame as convert_frame
+    # yields the GIL mid-way (a collection runs a finalizer) breaks if another thread parses
+    # meanwhile (python_ast's docstring says how). gxusim's run with collection paused...
     from gxusim import python_ast
 
-    parsed, collecting = threading.Event(), []
+    collecting = []
     original_parse = python_ast.ast.parse
 
     def parse_and_note_collection(text, *args, **kwargs):
         collecting.append(gc.isenabled())
         return original_parse(text, *args, **kwargs)
 
-    worker = threading.Thread(target=lambda: (python_ast.parse("x = 1"), parsed.set()))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(python_ast.ast, "parse", parse_and_note_collection)
-        with convert_frame.compile_lock:  # another thread compiling
+        assert isinstance(python_ast.parse("x = 1").body[0], python_ast.ast.Assign)
+        # ... and without a lock: Inductor's compile-pool reader thread plans (and parses)
+        # a kernel while the compiling thread holds Dynamo's compile lock, waiting for it
+        import torch._dynamo.convert_frame as convert_frame
+        with convert_frame.compile_lock:
+            worker = threading.Thread(target=python_ast.parse, args=("y = 2",))
             worker.start()
-            assert not parsed.wait(0.5), "parsed while a compile held Dynamo's lock"
-        worker.join(10)
-    assert parsed.is_set() and collecting == [False] and gc.isenabled()
+            worker.join(10)
+            assert not worker.is_alive(), "a parse waited for a lock a compile holds"
+    assert collecting == [False, False] and gc.isenabled()
 
 
 def test_out_of_memory_is_clear_and_the_allocator_still_works():
