@@ -242,16 +242,21 @@ def deepest_fitting_stages(chunk_bytes: int, meta: dict[str, int], num_warps: in
     return 1 + max(0, spec.smem_per_sm - scratch) // chunk_bytes if chunk_bytes else 1 << 30
 
 
+# Bytes of an index as Inductor's indirect indexing computes it (int64, whatever was loaded).
+INDEX_BYTES = 8
+
+
 def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
     """Shared memory an unpipelined gather rearranges its index block through: where a
     gather's indices run along one axis of the block and the rows they name along another
     (an embedding's token ids along the reduced axis, its table rows along x), Triton
-    converts the loaded indices (8-byte int64s) to the rows' layout through shared memory,
-    the whole block at once. An embedding sum's 128 x 256 block asked the H200 for 256 KB,
-    over its 227 KB (a pipelined loop reads them from its copies' buffers instead)."""
+    converts the indices (int64s, loaded or computed) to the rows' layout through shared
+    memory, the whole block at once. An embedding sum's 128 x 256 block asked the H200 for
+    256 KB, over its 227 KB; a gather computing its indices from fp32 loads asked for 256 KB
+    too, where 4-byte indices would have taken 128 KB (a pipelined loop reads them from its
+    copies' buffers instead)."""
     phases, size = perf_model.sized_phases(source, blocks, None)
-    return max((math.prod(size[axis] for axis in phase.axes) *
-                max(a.element_bytes for a in phase.accesses if a.depth == 1)
+    return max((math.prod(size[axis] for axis in phase.axes) * INDEX_BYTES
                 for phase in phases if phase.gathers_across), default=0)
 
 

@@ -402,6 +402,11 @@ def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planne
     spec, shape = gxusim.load_spec("gxu-on-h200"), EMBEDDING_SHAPE
     assert gather_conversion_bytes(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 256}) \
         == 262144
+    # indices computed from 4-byte loads are int64s all the same (the H200 refused a
+    # calibration gather's 128 x 256 block alike)
+    from_floats = EMBEDDING_SUM.replace("'in_ptr0': '*i64'", "'in_ptr0': '*fp32'")
+    assert from_floats != EMBEDDING_SUM
+    assert gather_conversion_bytes(from_floats, {"XBLOCK": 128, "R0_BLOCK": 256}) == 262144
     plans = candidate_plans(shape, EMBEDDING_NUMELS, spec)
     # Triton does not pipeline a loop of one chunk (all 256 ids at once): whatever its
     # num_stages, such a plan converts its indices as an unpipelined one does
