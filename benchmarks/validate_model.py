@@ -176,7 +176,7 @@ def kernel_shapes(groups: set) -> dict:
         for name, shape, numels in found:
             shapes[(group, name)].append((shape, numels))
     gxusim.use_heuristics("gxu")
-    for program in calibrate.PROGRAMS + calibrate.EARLIER_PROGRAMS:
+    for program in calibrate.PROGRAMS + calibrate.OTHER_PROGRAMS:
         if f"calibration {program.name}" in groups:
             add(f"calibration {program.name}",
                 _compile_fake(program.fn, program.shapes, program.dtype))

@@ -163,7 +163,8 @@ class LaunchPlan:
             residency.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
             perf_model.launch_phases(shape.source, self.meta, chunks,
-                                     stages=self.pipeline_stages(shape)))
+                                     stages=self.pipeline_stages(shape)),
+            footprint_bytes=bytes_moved)
 
     def pipeline_stages(self, shape: KernelShape) -> int:
         """The depth the kernel's chunk loops run at (1: not pipelined)."""

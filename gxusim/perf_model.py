@@ -17,7 +17,9 @@ smooth max (`_smooth_max`, the 4-norm) where it overlaps:
   chunks' copies in flight, each chunk the slower of its transfer and its share of a round
   trip, plus its instructions and runs;
 * register spills (the binary's words, else ptxas's count, else estimated), block
-  reductions, rows reduced per warp and scan chunks.
+  reductions, rows reduced per warp and scan chunks;
+* round trips for lines other tiles asked for before (a small table gathered over and
+  over) answered by L2 in `l2_hit_share` of the time (`reused_share`).
 
 Every coefficient is a spec field (`TERMS`): the model predicts a GPU (calibrated by
 `gxusim calibrate`) and the GXU (the vendor's numbers). The plan and the emulator read the
@@ -128,6 +130,9 @@ class LaunchFacts:
     # read off the binary the cuda target launched); None where nothing was compiled (the
     # emulator, predict-only): the model then estimates them (`spilled_registers`).
     compiled_spills: Optional[float] = None
+    # Bytes of the distinct data the launch's arguments hold (0: unknown): with its loads'
+    # requests it says how often a line is asked for again (`reused_share`).
+    footprint_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         # Facts read back from JSON carry their phases as lists of dicts.
@@ -272,6 +277,8 @@ TERMS: tuple[Term, ...] = (
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
     Term("l2_latency_s", "a chunk loop's round trip for rows an earlier one left in L2"),
+    Term("l2_hit_share", "a round trip whose line another tile left in L2, as a share of "
+         "a DRAM one (`reused_share` of the launch's round trips)"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
@@ -336,6 +343,26 @@ def cached_load_bytes(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: L
     return min(phase.load_bytes, first.load_bytes)
 
 
+def reused_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """The share of a launch's load requests whose line another tile asked for before:
+    one minus its distinct bytes over the bytes its tiles request, where the distinct
+    bytes fit in L2 (else lines are evicted before they are asked for again). The seed's
+    embedding gather reads a 128 KB table and 128 KB of indices, every line about forty
+    times over; a streaming kernel asks for each line once."""
+    requested = facts.programs * facts.tiles_per_program * sum(
+        phase.iterations * phase.load_bytes for phase in facts.phases)
+    if not facts.footprint_bytes or not requested or facts.footprint_bytes > spec.l2_bytes:
+        return 0.0
+    return max(0.0, 1.0 - facts.footprint_bytes / requested)
+
+
+def _round_trips(field: str, seconds: float, reused: float,
+                 spec: HardwareSpec) -> dict[str, float]:
+    """`seconds` of DRAM round trips charged to `field`, the `reused` share of them
+    answered by L2 in `l2_hit_share` of the time."""
+    return {field: seconds * (1 - reused), "l2_hit_share": seconds * reused * spec.l2_hit_share}
+
+
 def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
     """32-bit registers one thread may hold: the SM's register file over one program's
     threads, at most max_regs_per_thread (H200: 255 up to 8 warps, 128 at 16). As in the
@@ -395,14 +422,16 @@ def _seconds_at(rate: float, size: float) -> float:
 
 
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                  sharing: int, cached: float) -> dict[str, float]:
+                  sharing: int, cached: float, reused: float) -> dict[str, float]:
     """Seconds of a phase's memory traffic per tile, by field (docs/performance-model.md);
-    `sharing`: the programs resident on the SM, whose traffic goes through it alike."""
+    `sharing`: the programs resident on the SM, whose traffic goes through it alike;
+    `reused`: the share of round trips L2 answers (`reused_share`)."""
     moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     bandwidth = _seconds_at(spec.sm_bandwidth, moved)
     threads = facts.num_warps * spec.warp_size
     steps = phase.iterations
-    latency = spec.memory_latency_s * phase.load_depth  # a gather: two round trips
+    latency = _round_trips("memory_latency_s", spec.memory_latency_s * phase.load_depth,
+                           reused, spec)  # a gather: two round trips
     # A chunk's runs go through the SM's L1 one by one, besides its waits or copies.
     runs = {"run_issue_s": steps * sharing * phase.load_runs * spec.run_issue_s}
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
@@ -411,7 +440,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         # an earlier loop of the tile left in L2 come back in an L2 round trip.
         ahead = phase.pipeline_stages - 1
         hits = cached / phase.load_bytes if phase.load_bytes else 0.0
-        trip = {"pipeline_latency_s": (1 - hits) * spec.pipeline_latency_s,
+        trip = {**_round_trips("pipeline_latency_s", (1 - hits) * spec.pipeline_latency_s,
+                               reused, spec),
                 "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
@@ -423,8 +453,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             "async_copy_bandwidth", 0.0)
         terms.update(runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
-        terms["memory_latency_s"] = steps * spec.memory_latency_s * max(0, phase.load_depth - 1)
-        return terms
+        index_trips = _round_trips("memory_latency_s", steps * spec.memory_latency_s *
+                                   max(0, phase.load_depth - 1), reused, spec)
+        return {field: terms.get(field, 0.0) + index_trips.get(field, 0.0)
+                for field in {**terms, **index_trips}}
     if phase.looped:
         loads: dict[str, float] = {}  # the waits' seconds, DRAM's and L2's
         if phase.load_depth:
@@ -435,23 +467,25 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
             waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
-            loads = {"loop_round_trip_s": spec.loop_round_trip_s * steps * waits * uncached,
+            loads = {**_round_trips("loop_round_trip_s",
+                                    spec.loop_round_trip_s * steps * waits * uncached, reused,
+                                    spec),
                      "l2_latency_s": spec.l2_latency_s * steps * waits * (1 - uncached)}
-        return {**_smooth_max_by_field({"memory_latency_s": latency}, loads,
-                                       {"sm_bandwidth": steps * bandwidth}), **runs}
+        return {**_smooth_max_by_field(latency, loads, {"sm_bandwidth": steps * bandwidth}),
+                **runs}
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
     # rest streams at the slower of the threads' in-flight limit (the further round trips,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
     accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
     slots = in_flight_vectors(facts, spec)
     round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
-    further = latency * (round_trips - 1)
-    return {"memory_latency_s": latency,
+    further = sum(latency.values()) * (round_trips - 1)
+    return {**latency,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
 
 
 def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                 sharing: int, cached: float = 0.0) -> dict[str, float]:
+                 sharing: int, cached: float = 0.0, reused: float = 0.0) -> dict[str, float]:
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
     per iteration served from cache, which wait for no DRAM round trip)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
@@ -476,7 +510,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   "sm_transcendental_s": elements * (phase.transcendental_steps +
                                                      phase.divisions) * spec.sm_transcendental_s}
     compute = _smooth_max_by_field(chain, throughput)
-    memory = _memory_terms(phase, facts, spec, sharing, cached)
+    memory = _memory_terms(phase, facts, spec, sharing, cached, reused)
     spilled = spilled_registers(phase, facts, spec)
     spill = {"spill_s": steps * spilled * spec.spill_s,
              "spill_bandwidth": _seconds_at(spec.spill_bandwidth, sharing * steps * spilled *
@@ -504,10 +538,11 @@ def tile_breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
     """Seconds of one tile by the spec field that charges them."""
     phases = facts.phases or (_legacy_phase(facts),)
     sharing = programs_per_sm(facts, spec)
+    reused = reused_share(facts, spec)
     total = dict.fromkeys((t.field for t in TERMS), 0.0)
     for index, phase in enumerate(phases):
         cached = cached_load_bytes(phase, phases[:index], facts, spec)
-        for field, seconds in _phase_terms(phase, facts, spec, sharing, cached).items():
+        for field, seconds in _phase_terms(phase, facts, spec, sharing, cached, reused).items():
             total[field] += seconds
     return total
 

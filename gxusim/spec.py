@@ -41,6 +41,7 @@ class HardwareSpec:
     loop_round_trip_s: float = 5.0e-7  # unpipelined chunk loop: one memory wait of a thread
     pipeline_latency_s: float = 5.0e-7  # a pipelined chunk loop's round trip (async copy)
     l2_latency_s: float = 2.5e-7  # ... of rows an earlier chunk loop left in L2
+    l2_hit_share: float = 0.5  # a round trip L2 answers (a line another tile read) / DRAM's
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
     chain_overlap: float = 1.0  # a chunk loop's element chains a thread runs alongside each one
@@ -84,7 +85,7 @@ _POSITIVE_INTS = (
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
-                "pipeline_latency_s", "l2_latency_s", "flop_issue_s", "sm_flop_s",
+                "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
                 "sm_transcendental_s",
                 "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",

@@ -50,10 +50,14 @@ def test_compiled_looped_reduction_predicts_the_same_time_as_emulate():
         numels = launch.kernel.numels(launch.args)
         # What the plan alone says (the cuda target's prediction) is what the emulator counted,
         # the chunk loop's pipelining depth included.
-        planned = launch.plan.facts(launch.kernel.shape, numels, 0.0, gxusim.current_spec())
+        planned = launch.plan.facts(launch.kernel.shape, numels,
+                                    launch.kernel.shape.argument_bytes(launch.args),
+                                    gxusim.current_spec())
         assert report.facts.tile_elements == planned.tile_elements
         assert report.facts.tiles_per_program == launch.plan.tiles_per_program
         assert report.facts.phases == planned.phases
+        # the distinct bytes the L2 could keep (the emulator's traffic counts every request)
+        assert report.facts.footprint_bytes == planned.footprint_bytes > 0
 
 
 def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():

@@ -488,6 +488,32 @@ def test_a_later_pass_over_rows_that_fit_in_l2_waits_on_l2_not_dram():
     assert predict_seconds(facts, spec.replace(l2_latency_s=0.0)) < predict_seconds(facts, spec)
 
 
+def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
+    spec = gxusim.load_spec("gxu-on-h200")
+    # the seed's embedding mean: 8192 tiles (32 programs x 256) of one 128-token row, each
+    # an 8-byte id and a 4-byte table value; table and ids 128 KB each, the output 32 KB
+    row = PhaseFacts(1, 1, 0.0, 4.0, 0, reductions=1)
+    gather = PhaseFacts(1, 128, 12 * 128, 0.0, 2, 2.0, looped=True, round_trips=2.0)
+
+    def facts(footprint):
+        return LaunchFacts(32, 4, 256, 128, 288e3, 16, phases=(row, gather),
+                           footprint_bytes=footprint)
+    requested = 32 * 256 * 12 * 128
+    assert perf_model.reused_share(facts(288e3), spec) == pytest.approx(1 - 288e3 / requested)
+    # unknown, or too big for L2 (lines evicted before they are asked for again): no reuse
+    assert perf_model.reused_share(facts(0.0), spec) == 0.0
+    assert perf_model.reused_share(facts(288e3), spec.replace(l2_bytes=1 << 17)) == 0.0
+    reused, unknown = predict_seconds(facts(288e3), spec), predict_seconds(facts(0.0), spec)
+    assert reused < unknown
+    assert breakdown(facts(288e3), spec)["l2_hit_share"] > 0
+    assert predict_seconds(facts(288e3), spec.replace(l2_hit_share=1.0)) == \
+        pytest.approx(unknown)
+    # a streaming kernel asks for each line once, however well it fits in L2
+    stream = _facts(spec, ADD, {"XBLOCK": 1024}, 4, 32, 1 << 20, 12 << 20)
+    assert perf_model.reused_share(dataclasses.replace(stream, footprint_bytes=12 << 20),
+                                   spec) == 0
+
+
 def test_more_warps_share_a_tiles_issue_work():
     spec = gxusim.load_spec("gxu-on-h200")
     times = [predict_seconds(_facts(spec, MUL_RELU, {"XBLOCK": 1024}, w, 32, N, 8 * N), spec)

@@ -141,5 +141,6 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
         tiles_per_program=max(report.tiles_per_program, default=1),
         tile_elements=tile_elements(records.outputs["site_runs"], kir.sites, records.outputs["tiles"]),
         bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm,
-        phases=phases)
+        phases=phases, footprint_bytes=sum(buffer.tensor.numel() * buffer.tensor.element_size()
+                                           for buffer in arguments.buffers.values()))
     report.predicted_s = perf_model.predict_seconds(report.facts, spec)
