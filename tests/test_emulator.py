@@ -102,6 +102,31 @@ def test_narrow_casts_round_to_nearest_even() -> None:
     assert torch.equal(oint, (x * 100).to(torch.int64))
 
 
+def test_bitcasts_reinterpret_the_bits_at_every_width() -> None:
+    g = torch.Generator().manual_seed(2)
+    n = 1000
+    f32, f64 = torch.randn(n, generator=g), torch.randn(n, generator=g, dtype=torch.float64)
+    f16, bf16 = (torch.randn(n, generator=g).to(t) for t in (torch.float16, torch.bfloat16))
+    f16[:3] = torch.tensor([float("inf"), -0.0, 6e-8])  # infinity, negative zero, subnormal
+    outs = [torch.empty(n, dtype=t) for t in (torch.int32, torch.int16, torch.int16,
+                                                torch.int64, torch.float32)]
+    report = emu.emulate(pointwise.bitcasts, (math.ceil(n / 256),), f32, f16, bf16, f64, *outs, n,
+                         XBLOCK=256)
+    assert report.ok, report.findings
+    i32, i16, j16, i64, back = outs
+    assert torch.equal(i32, f32.view(torch.int32) ^ 1)
+    assert torch.equal(back.view(torch.int32), f32.view(torch.int32) + 1)
+    assert torch.equal(i16, f16.view(torch.int16)) and torch.equal(j16, bf16.view(torch.int16))
+    assert torch.equal(i64, f64.view(torch.int64))
+
+
+def test_a_bitcast_between_widths_is_refused_by_name() -> None:
+    x = torch.randn(64)
+    with pytest.raises(emu.EmulationError, match="bitcast of fp32 to int16"):
+        emu.emulate(pointwise.bitcast_to_narrower, (1,), x, torch.empty(64, dtype=torch.int16),
+                    64, XBLOCK=64)
+
+
 def test_float_remainder_is_fmod() -> None:
     x = torch.linspace(-10, 10, 301)
     out = torch.empty_like(x)

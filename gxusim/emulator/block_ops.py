@@ -95,6 +95,15 @@ class BlockOps:
             return self.const(v.attrs["value"], dtype, v.shape)
         return self.ew("{0}", [v], dtype, [dtype])
 
+    def bitcast(self, x: Any, dtype: str) -> Val:
+        """`x.to(dtype, bitcast=True)`: the same bits read as another type of their width."""
+        v = self.as_val(x)
+        template = D.bitcast(v.dtype, dtype)
+        if template is None:
+            raise self.fail(f"bitcast of {v.dtype} to {dtype} (Triton reinterprets only "
+                            f"types of the same width)")
+        return v if v.dtype == dtype else self.ew(template, [v], dtype, [v.dtype])
+
     def to_bool(self, x: Any) -> Val:
         return self.cast(x, D.BOOL)
 

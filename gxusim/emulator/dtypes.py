@@ -139,6 +139,27 @@ def convert(expr: str, src: str, dst: str) -> str:
     return f"{COMPUTE[dst]}({expr})"
 
 
+# A value's bits as the unsigned integer of its width, and a dtype's value from such bits:
+# `.to(dtype, bitcast=True)` goes through both. Narrow floats are carried as exact float32
+# numbers, so their bits are their IEEE conversion's (a NaN's payload is not kept).
+_TO_BITS = {"fp16": "_f2h({0})", "bf16": "_f2bf({0})", "fp32": "_f32_bits({0})",
+            "fp64": "np.uint64(_f64_bits({0}))",
+            **{n: f"np.uint{bits(n)}({{0}})" for n in (*SIGNED, *UNSIGNED)}}
+_FROM_BITS = {"fp16": "_h2f({0})", "bf16": "_bf2f({0})", "fp32": "_bits_f32(np.uint32({0}))",
+              "fp64": "_bits_f64(np.int64({0}))",
+              **{n: f"{COMPUTE[n]}({{0}})" for n in (*SIGNED, *UNSIGNED)}}
+
+
+def bitcast(src: str, dst: str) -> str | None:
+    """A template (`{0}`: the value) reinterpreting src's bits as dst's, as Triton's
+    `.to(dst, bitcast=True)` does; None where Triton refuses it (widths differ, or a bool)."""
+    if src == dst:
+        return "{0}"
+    if BOOL in (src, dst) or bits(src) != bits(dst):
+        return None
+    return _FROM_BITS[dst].format(_TO_BITS[src])
+
+
 def normalize(expr: str, dt: str) -> str:
     """Numba source forcing an op result into dtype dt (wrap ints, round narrow floats)."""
     if dt == BOOL:

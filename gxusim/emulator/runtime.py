@@ -15,7 +15,7 @@ from numba.extending import intrinsic, overload
 
 __all__ = ["_rf16", "_rbf16", "_f2h", "_h2f", "_f2bf", "_bf2f", "_idiv", "_irem", "_ffloordiv",
            "_maxp", "_minp", "_tanh", "_tanh_fast", "_tanh_unsure", "_fclamp", "_rint", "_f32_bits",
-           "_bits_f32", "math", "np"]
+           "_bits_f32", "_f64_bits", "_bits_f64", "math", "np"]
 
 
 def _bitcast(src: types.Type, dst: types.Type, llvm_dst: ir.Type):

@@ -100,7 +100,7 @@ def tl_sigmoid(builder: BlockOps, x: Any) -> Val:
 def tl_to(builder: BlockOps, x: Any, dtype: Any, fp_downcast_rounding: Any = None,
           bitcast: bool = False) -> Val:
     if unwrap(bitcast):
-        raise builder.fail(".to(..., bitcast=True)")
+        return builder.bitcast(x, dtype_name(dtype))
     if unwrap(fp_downcast_rounding) not in (None, "rtne"):
         raise builder.fail(f"fp_downcast_rounding={unwrap(fp_downcast_rounding)!r}")
     return builder.cast(x, dtype_name(dtype))

@@ -84,6 +84,27 @@ def narrow_casts(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, XBLOCK: tl.const
 
 
 @triton.jit
+def bitcasts(f32_ptr, f16_ptr, bf16_ptr, f64_ptr, i32_ptr, i16_ptr, j16_ptr, i64_ptr, back_ptr,
+             xnumel, XBLOCK: tl.constexpr):
+    # `.to(..., bitcast=True)` both ways, at every width (Inductor's `tensor.view(dtype)`)
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tmp0 = tl.load(f32_ptr + xindex, xmask)
+    tl.store(i32_ptr + xindex, tmp0.to(tl.int32, bitcast=True) ^ 1, xmask)
+    tl.store(back_ptr + xindex, (tmp0.to(tl.int32, bitcast=True) + 1).to(tl.float32, bitcast=True),
+             xmask)
+    tl.store(i16_ptr + xindex, tl.load(f16_ptr + xindex, xmask).to(tl.int16, bitcast=True), xmask)
+    tl.store(j16_ptr + xindex, tl.load(bf16_ptr + xindex, xmask).to(tl.int16, bitcast=True), xmask)
+    tl.store(i64_ptr + xindex, tl.load(f64_ptr + xindex, xmask).to(tl.int64, bitcast=True), xmask)
+
+
+@triton.jit
+def bitcast_to_narrower(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex).to(tl.int16, bitcast=True))
+
+
+@triton.jit
 def transpose_2d(in_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # out[N, M] = in[M, N]^T, one BLOCK_M x BLOCK_N tile per program (2D grid)
     pid_m = tl.program_id(0)
