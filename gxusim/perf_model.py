@@ -356,6 +356,16 @@ def reused_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
     return max(0.0, 1.0 - facts.footprint_bytes / requested)
 
 
+def dram_bytes(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """Bytes the launch moves to and from DRAM: its traffic, but no more than its distinct
+    bytes where L2 answers the lines asked for again (`reused_share`): each comes from DRAM
+    once. The plan's facts count each argument once already; the emulator's sector traffic
+    counts every request."""
+    if not reused_share(facts, spec):
+        return facts.bytes_moved
+    return min(facts.bytes_moved, facts.footprint_bytes)
+
+
 def _round_trips(field: str, seconds: float, reused: float,
                  spec: HardwareSpec) -> dict[str, float]:
     """`seconds` of DRAM round trips charged to `field`, the `reused` share of them
@@ -553,7 +563,7 @@ def breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
     tiles = serial_tiles(facts, spec)
     per_tile = tile_breakdown(facts, spec)
     loop = tiles * sum(per_tile.values())
-    dram = facts.bytes_moved / spec.mem_bandwidth
+    dram = dram_bytes(facts, spec) / spec.mem_bandwidth
     terms = {field: tiles * seconds for field, seconds in per_tile.items()}
     if dram > loop:
         terms = dict.fromkeys(terms, 0.0)
@@ -567,7 +577,7 @@ def predict_seconds(facts: LaunchFacts, spec: HardwareSpec) -> float:
     if facts.blocks_per_sm <= 0:
         return math.inf  # the program cannot be resident at all
     loop = serial_tiles(facts, spec) * sum(tile_breakdown(facts, spec).values())
-    return spec.launch_overhead_s + max(loop, facts.bytes_moved / spec.mem_bandwidth)
+    return spec.launch_overhead_s + max(loop, dram_bytes(facts, spec) / spec.mem_bandwidth)
 
 
 def facts_from_dict(data: Mapping[str, Any]) -> LaunchFacts:

@@ -508,6 +508,16 @@ def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
     assert breakdown(facts(288e3), spec)["l2_hit_share"] > 0
     assert predict_seconds(facts(288e3), spec.replace(l2_hit_share=1.0)) == \
         pytest.approx(unknown)
+    # DRAM moves each line L2 keeps once: the emulator's traffic (every request, whole
+    # sectors) bounds the launch no more than the plan's distinct bytes do
+    traffic = 8192 * 128 * (8 + 32) + 8192 * 32
+    emulated = dataclasses.replace(facts(288e3), bytes_moved=traffic)
+    assert perf_model.dram_bytes(facts(288e3), spec) == perf_model.dram_bytes(emulated, spec) \
+        == 288e3
+    slow_dram = spec.replace(mem_bandwidth=1e9)
+    assert predict_seconds(emulated, slow_dram) == predict_seconds(facts(288e3), slow_dram)
+    assert perf_model.dram_bytes(dataclasses.replace(emulated, footprint_bytes=0.0), spec) \
+        == traffic  # no reuse known: the traffic as counted
     # a streaming kernel asks for each line once, however well it fits in L2
     stream = _facts(spec, ADD, {"XBLOCK": 1024}, 4, 32, 1 << 20, 12 << 20)
     assert perf_model.reused_share(dataclasses.replace(stream, footprint_bytes=12 << 20),
