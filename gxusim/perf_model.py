@@ -497,7 +497,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
 def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                  sharing: int, cached: float = 0.0, reused: float = 0.0) -> dict[str, float]:
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
-    per iteration served from cache, which wait for no DRAM round trip)."""
+    per iteration served from cache, which wait for no DRAM round trip; `reused`: the
+    launch's share of round trips L2 answers, `reused_share`)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     steps = phase.iterations
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
