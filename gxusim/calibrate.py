@@ -46,12 +46,10 @@ def _exp_sin(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(-x.abs()) * torch.sin(x)
 
 
-def _gather_sum(rows: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _gather_sum(tokens: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Sum over each row of `tokens` of the `table` rows they pick: an embedding bag whose
     indices are drawn from float inputs (a program's inputs are all of one dtype)."""
-    def gather_sum(tokens: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        return table[(tokens.abs() * 1e6).long() % rows].sum(1)
-    return gather_sum
+    return table[(tokens.abs() * 1e6).long() % table.shape[0]].sum(1)
 
 
 # Each kind of work the model times, none of them a kernel of the model suite or of the
@@ -83,12 +81,12 @@ PROGRAMS: tuple[Program, ...] = (
 )
 # Programs measured on a GPU that the set does not fit, kept so that their stored samples can
 # be regenerated and refitted offline (benchmarks/validate_model.py): an earlier set's, and a
-# gather from a 1 MB table (each line asked for about 60 times, from L2) whose plans ran
-# 1.3-20x slower than the model says, the more so the wider their blocks of table columns
+# gather from a 1 MB table (each line asked for about 60 times, from L2) whose plans took
+# 0.9-20x the model's time, the more so the wider their blocks of table columns
 # (benchmarks/results/calibration_gather_h200.json; docs/gpu-measurements.md, session 19).
 OTHER_PROGRAMS: tuple[Program, ...] = (
     Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
-    Program("gather 128x2048 of 4096x64", _gather_sum(4096), ((128, 2048), (4096, 64))),
+    Program("gather 128x2048 of 4096x64", _gather_sum, ((128, 2048), (4096, 64))),
 )
 PLANS_PER_KERNEL = 10  # spread evenly over the legal plans, every other also at a quarter grid
 # A pipelined chunk loop's time turns on three choices at once (chunk size, warps, depth),
