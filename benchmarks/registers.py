@@ -62,8 +62,6 @@ def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
     rows = []
     for launch in captured:
         kernel, args = launch.kernel, launch.args
-        if not kernel.shape.pipelined:
-            continue  # no chunk loop: nothing carried
         numels = kernel.numels(args)
 
         def compile_plan(plan):
@@ -71,16 +69,17 @@ def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
             copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             binary = target.fn[target.grid](*copies, **target.options())
             facts = plan.facts(kernel.shape, numels, 0.0, spec)
-            looped = [p for p in facts.phases if p.looped]
+            # What a thread holds: a chunk's share of its chunk loops, else its tile's.
+            held = [p for p in facts.phases if p.looped] or facts.phases
             return {"case": name, "kernel": kernel.name, "meta": plan.meta,
                     "num_warps": plan.num_warps, "num_stages": plan.num_stages,
-                    "elements_per_thread": max(p.elements for p in looped) /
+                    "elements_per_thread": max(p.elements for p in held) /
                     (plan.num_warps * spec.warp_size),
                     "n_regs": binary.n_regs, "n_spills": binary.n_spills,
                     "code": resources(binary).code,
                     "budget": perf_model.register_budget(facts, spec),
                     "model_spilled": max(perf_model.spilled_registers(p, facts, spec)
-                                         for p in looped)}
+                                         for p in held)}
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             rows += list(pool.map(compile_plan, candidate_plans(kernel.shape, numels, spec)))
     return rows

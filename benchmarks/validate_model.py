@@ -225,8 +225,8 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
                            "blocks_per_sm": stored["blocks_per_sm"]}
         code = [{k: p.get(k) for k in MACHINE_CODE_FIELDS if k in p}
                 for p in stored.get("phases", [])]
-        if len(code) == len(facts.phases) and any(c.get("spilled_words") is not None
-                                                  for c in code):
+        if len(code) == len(facts.phases) and any(
+                c.get("spilled_words") is not None or c.get("issued") is not None for c in code):
             sample["facts"]["phases"] = [{**dataclasses.asdict(p), **c}
                                          for p, c in zip(facts.phases, code)]
     return kept
@@ -238,7 +238,7 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
     waits of its unpipelined chunk loops (`PhaseFacts.round_trips`, from the binary's machine
     code). Returns how many launches got either."""
     rows = {(r["case"], r["kernel"], json.dumps(r["meta"], sort_keys=True), r["num_warps"],
-             r["num_stages"]): r for r in json.loads(registers.read_text())}
+             r["num_stages"] or 1): r for r in json.loads(registers.read_text())}
     attached = 0
     for sample in samples:
         plan = sample["plan"]

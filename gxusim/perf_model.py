@@ -14,8 +14,9 @@ smooth max (`_smooth_max`, the 4-norm) where it overlaps:
 * an unpipelined chunk loop: its memory waits (the binary's, else estimated), its bytes
   through the SM, then each chunk's arithmetic, and each contiguous run through the L1;
 * a pipelined chunk loop (`num_stages` > 1 and more than one chunk, `pipelined`): S - 1
-  chunks' copies in flight, each chunk the slower of its transfer and its share of a round
-  trip, plus its instructions and runs;
+  chunks' copies in flight, each chunk the slowest of its transfer, its arithmetic (a
+  warp's instructions one after another, or the SM's issue rate) and its share of a round
+  trip with both, plus its runs;
 * register spills (the binary's words, else ptxas's count, else estimated), block
   reductions, rows reduced per warp and scan chunks;
 * round trips for lines other tiles asked for before (a small table gathered over and
@@ -283,6 +284,8 @@ TERMS: tuple[Term, ...] = (
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
     Term("chain_overlap", "a chunk loop's element chains a thread runs alongside each one"),
+    Term("warp_instruction_s", "a pipelined chunk: per instruction of one warp, issued one "
+         "after another (what the warp's own dependences leave unhidden)"),
     Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
          "instructions: its binary's, else INSTRUCTIONS_PER_STEP per element and step)"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
@@ -432,10 +435,13 @@ def _seconds_at(rate: float, size: float) -> float:
 
 
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                  sharing: int, cached: float, reused: float) -> dict[str, float]:
+                  sharing: int, cached: float, reused: float,
+                  arithmetic: Mapping[str, float] | None = None) -> dict[str, float]:
     """Seconds of a phase's memory traffic per tile, by field (docs/performance-model.md);
     `sharing`: the programs resident on the SM, whose traffic goes through it alike;
-    `reused`: the share of round trips L2 answers (`reused_share`)."""
+    `reused`: the share of round trips L2 answers (`reused_share`); `arithmetic`: a
+    pipelined chunk loop's arithmetic per tile, which runs while its copies are in flight
+    (the result includes it)."""
     moved = sharing * (phase.sector_bytes or phase.load_bytes + phase.store_bytes)
     bandwidth = _seconds_at(spec.sm_bandwidth, moved)
     threads = facts.num_warps * spec.warp_size
@@ -446,8 +452,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     runs = {"run_issue_s": steps * sharing * phase.load_runs * spec.run_issue_s}
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
         # stages - 1 chunks in flight: each chunk after the first takes a share of (round
-        # trip + its transfer), or the transfer alone where the SM's copy rate binds. Rows
-        # an earlier loop of the tile left in L2 come back in an L2 round trip.
+        # trip + its transfer + its arithmetic), or the transfer alone where the SM's copy
+        # rate binds, or its arithmetic alone. Rows an earlier loop of the tile left in L2
+        # come back in an L2 round trip.
         ahead = phase.pipeline_stages - 1
         hits = cached / phase.load_bytes if phase.load_bytes else 0.0
         trip = {**_round_trips("pipeline_latency_s", (1 - hits) * spec.pipeline_latency_s,
@@ -455,12 +462,11 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                 "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
-        overlapped = _smooth_max_by_field(
-            {**{f: t / ahead for f, t in trip.items()}, "async_copy_bandwidth": copy / ahead},
-            {"async_copy_bandwidth": copy})
-        terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in trip.items()}
-        terms["async_copy_bandwidth"] = copy + (steps - 1) * overlapped.get(
-            "async_copy_bandwidth", 0.0)
+        work = {f: t / steps for f, t in (arithmetic or {}).items()}  # a chunk's
+        first = {**trip, "async_copy_bandwidth": copy, **work}
+        overlapped = _smooth_max_by_field({f: t / ahead for f, t in first.items()},
+                                          {"async_copy_bandwidth": copy}, work)
+        terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in first.items()}
         terms.update(runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
         index_trips = _round_trips("memory_latency_s", steps * spec.memory_latency_s *
@@ -494,6 +500,21 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
 
 
+def _issue_steps(phase: PhaseFacts) -> float:
+    """Dependent arithmetic steps per element, WORD_STEPS for each 4-byte word it moves
+    (broadcast vectors excluded)."""
+    words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
+        else 0.0
+    return phase.arithmetic_steps + WORD_STEPS * words
+
+
+def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """Instructions a warp issues per iteration of a phase where no binary says
+    (INSTRUCTIONS_PER_STEP per element of a thread and step)."""
+    per_thread = phase.elements / (facts.num_warps * spec.warp_size)
+    return INSTRUCTIONS_PER_STEP * per_thread * _issue_steps(phase)
+
+
 def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                  sharing: int, cached: float = 0.0, reused: float = 0.0) -> dict[str, float]:
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
@@ -501,9 +522,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     launch's share of round trips L2 answers, `reused_share`)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     steps = phase.iterations
-    words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
-        else 0.0  # 4-byte words an element moves (broadcast vectors excluded)
-    issue_steps = phase.arithmetic_steps + WORD_STEPS * words
+    issue_steps = _issue_steps(phase)
     # A thread's chain of dependent steps, or the SM's issue rate over every element of the
     # programs resident on it (binds when several programs share an SM, or many warps
     # leave no latency to hide), whichever is slower.
@@ -514,24 +533,28 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
              spec.transcendental_issue_s}
     # The SM's issue slots: a warp's instructions as the binary's chunk issues them, else
     # an estimate, each one a thread-instruction for every lane; and every element's calls.
-    instructions = phase.issued or INSTRUCTIONS_PER_STEP * per_thread * issue_steps
+    instructions = phase.issued or estimated_instructions(phase, facts, spec)
     threads = facts.num_warps * spec.warp_size
     elements = sharing * steps * phase.elements
     throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s,
                   "sm_transcendental_s": elements * (phase.transcendental_steps +
                                                      phase.divisions) * spec.sm_transcendental_s}
-    compute = _smooth_max_by_field(chain, throughput)
-    memory = _memory_terms(phase, facts, spec, sharing, cached, reused)
+    if phase.looped and pipelined(phase.pipeline_stages, steps):
+        # A pipelined chunk's arithmetic runs while later chunks' copies are in flight; a
+        # warp issues its own instructions one after another besides the SM's limits.
+        arithmetic = _smooth_max_by_field(chain, throughput, {
+            "warp_instruction_s": steps * instructions * spec.warp_instruction_s})
+        parts = _memory_terms(phase, facts, spec, sharing, cached, reused, arithmetic)
+    else:  # a tile's arithmetic waits for its loads, an unpipelined chunk's for its waits
+        parts = {**_memory_terms(phase, facts, spec, sharing, cached, reused),
+                 **_smooth_max_by_field(chain, throughput)}
     spilled = spilled_registers(phase, facts, spec)
     spill = {"spill_s": steps * spilled * spec.spill_s,
              "spill_bandwidth": _seconds_at(spec.spill_bandwidth, sharing * steps * spilled *
                                             facts.num_warps * spec.warp_size * 8)} \
         if spilled else {}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
-    # A tile's arithmetic waits for its loads, an unpipelined chunk's for its waits (a
-    # thread issues in order), a pipelined chunk's shares the SM's issue with its copies.
-    parts = {**memory, **compute, **spill}
-    for field, seconds in parts.items():
+    for field, seconds in {**parts, **spill}.items():
         terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s

@@ -45,6 +45,7 @@ class HardwareSpec:
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
     chain_overlap: float = 1.0  # a chunk loop's element chains a thread runs alongside each one
+    warp_instruction_s: float = 1.0e-9  # a pipelined chunk: a warp's instruction after its last
     sm_flop_s: float = 4.0e-12  # per element on one SM: one arithmetic step, all warps issuing
     sm_transcendental_s: float = 1.5e-11  # ... one expf-equivalent call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
@@ -86,7 +87,7 @@ _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
-                "sm_transcendental_s",
+                "warp_instruction_s", "sm_transcendental_s",
                 "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
