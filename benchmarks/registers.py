@@ -3,18 +3,19 @@
 The performance model charges a looped reduction for the registers its carried values spill
 (`perf_model.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
 a thread's chunk share, against the `register_budget`). This compiles every candidate plan
-of a few reduction kernels (cuda target; compiled, not timed) and reads back what ptxas
+of a case's kernels (cuda target; compiled, not timed) and reads back what ptxas
 allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of
 the registers needed, and the loops of its machine code (`code`, `gxusim.machine_code`: per
 pass its loads, memory waits (and the load each is spent on), spilled words, stores and
 instructions). `benchmarks/validate_model.py --registers` gives launches
 measured before the cuda target recorded these what their plans compile to. One table per
-elements a thread holds of a chunk:
+elements a thread holds of a chunk (of a tile, where a kernel has no chunk loop):
 
     python benchmarks/registers.py [--cases NAME ...] [--json OUT.json]
 
-Cases are the ceiling benchmark's reductions and the calibration's; see `--help` for the
-names.
+Cases are any of the ceiling benchmark's cases and the calibration's programs; by default
+the reductions (`CASES`). One process per case, each with its inputs and four plans' copies
+of them on the GPU: the 1e9-element cases take 12 GB a copy, so run them one at a time.
 """
 from __future__ import annotations
 
