@@ -33,7 +33,6 @@ import torch
 
 import gxusim
 from gxusim import calibrate, perf_model
-from gxusim.compiler import launcher
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.triton_launch import resources
@@ -55,13 +54,8 @@ def _programs() -> dict:
 
 def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
     """Compile every candidate plan of the case's reduction kernels; one row per plan."""
-    case = _programs()[name]
-    inputs = [torch.randn(shape, device="gxu", dtype=case.dtype) for shape in case.shapes]
-    torch._dynamo.reset()
-    with launcher.capture() as captured:
-        torch.compile(case.fn, dynamic=False)(*inputs)
     rows = []
-    for launch in captured:
+    for launch in calibrate.captured_launches(_programs()[name]):
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import gxusim
-from gxusim.compiler import launcher
+from gxusim.calibrate import captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.target import active
@@ -51,12 +51,8 @@ def retime(case_name: str, where: dict[str, set[int]], pipelined: bool, repeats:
            spec: gxusim.HardwareSpec) -> list[dict]:
     """Every selected plan of the case's kernels, timed `repeats` times in shuffled order."""
     case = {c.name: c for c in bench_ceiling.cases(quick=False)}[case_name]
-    inputs = [torch.randn(shape, device="gxu", dtype=case.dtype) for shape in case.shapes]
-    torch._dynamo.reset()
-    with launcher.capture() as captured:
-        torch.compile(case.fn, dynamic=False)(*inputs)
     target, rows = active(), []
-    for launch in captured:
+    for launch in captured_launches(case):
         kernel, args = launch.kernel, launch.args
         plans = [p for p in candidate_plans(kernel.shape, kernel.numels(args), spec)
                  if _selected(p, where, pipelined)]

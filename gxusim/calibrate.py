@@ -123,19 +123,26 @@ def _sampled(plans: list, count: int) -> list:
     return chosen + smaller
 
 
-def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
-    """Compile one program for gxu, then time each of its kernels under sampled plans."""
+def captured_launches(program: Any) -> list:
+    """Compile a program (anything with `fn`, `shapes` and `dtype`: a calibration program,
+    a ceiling case) for gxu on seeded random inputs and run it once: the kernel launches it
+    made, each with its kernel and arguments (`launcher.capture`)."""
     from .compiler import launcher
-    from .compiler.plan import candidate_plans, plan_launch
-    from .compiler.policies import resolve_policy
-    from .target import active
     torch.manual_seed(0)
     inputs = [torch.randn(shape, device="gxu", dtype=program.dtype) for shape in program.shapes]
     torch._dynamo.reset()
     with launcher.capture() as captured:
         torch.compile(program.fn, dynamic=False)(*inputs)
+    return list(captured)
+
+
+def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
+    """Compile one program for gxu, then time each of its kernels under sampled plans."""
+    from .compiler.plan import candidate_plans, plan_launch
+    from .compiler.policies import resolve_policy
+    from .target import active
     target, samples = active(), []
-    for launch in captured:
+    for launch in captured_launches(program):
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
         moved = kernel.shape.argument_bytes(args)
