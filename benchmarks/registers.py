@@ -53,7 +53,7 @@ def _programs() -> dict:
 
 
 def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
-    """Compile every candidate plan of the case's reduction kernels; one row per plan."""
+    """Compile every candidate plan of the case's kernels; one row per plan."""
     rows = []
     for launch in calibrate.captured_launches(_programs()[name]):
         kernel, args = launch.kernel, launch.args
