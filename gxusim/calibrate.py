@@ -21,7 +21,7 @@ import collections
 import dataclasses
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -123,10 +123,16 @@ def _sampled(plans: list, count: int) -> list:
     return chosen + smaller
 
 
-def captured_launches(program: Any) -> list:
-    """Compile a program (anything with `fn`, `shapes` and `dtype`: a calibration program,
-    a ceiling case) for gxu on seeded random inputs and run it once: the kernel launches it
-    made, each with its kernel and arguments (`launcher.capture`)."""
+class Compilable(Protocol):
+    """What `captured_launches` compiles: a calibration `Program`, a ceiling case."""
+    fn: Callable[..., Any]
+    shapes: Sequence[tuple[int, ...]]
+    dtype: torch.dtype
+
+
+def captured_launches(program: Compilable) -> list:
+    """Compile a program for gxu on seeded random inputs and run it once: the kernel
+    launches it made, each with its kernel and arguments (`launcher.capture`)."""
     from .compiler import launcher
     torch.manual_seed(0)
     inputs = [torch.randn(shape, device="gxu", dtype=program.dtype) for shape in program.shapes]
