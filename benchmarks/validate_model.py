@@ -55,6 +55,7 @@ from gxusim.compiled import MACHINE_CODE_FIELDS, with_machine_code
 from gxusim.machine_code import MachineCode
 from gxusim.triton_launch import Resources
 from gxusim.report import format_table
+from gxusim.residency import residency
 
 
 def spearman(x: list[float], y: list[float]) -> float:
@@ -249,6 +250,10 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
         if row is None:
             continue
         facts = perf_model.facts_from_dict(sample["facts"])
+        # As `compiled.with_binary` does: the binary's registers (and the rings its
+        # pipelined loops take in shared memory) limit the programs an SM holds.
+        facts = dataclasses.replace(facts, blocks_per_sm=residency(
+            spec, facts.num_warps, row["n_regs"], int(perf_model.ring_bytes(facts)))[0])
         if facts.compiled_spills is None:
             facts = dataclasses.replace(facts, compiled_spills=row["n_spills"])
         if row.get("code") and all(p.spilled_words is None for p in facts.phases):

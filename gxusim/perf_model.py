@@ -39,6 +39,13 @@ from .spec import HardwareSpec
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
 SECTOR_BYTES = 32  # the unit the memory system moves
 SMOOTH_MAX_POWER = 4.0
+L1_LINE_BYTES = 128
+# Triton asks the driver to prefer shared memory for a kernel that takes more than the
+# 48 KiB any kernel may without opting in (its NVIDIA launcher, driver.c): the SM then
+# keeps the least L1 it can, whatever the kernel's occupancy.
+PREFER_SHARED_ABOVE = 48 * 1024
+# Shared memory the driver reserves for each resident block (ncu on the H200: 1 KiB).
+DRIVER_SMEM_PER_BLOCK = 1024
 # Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
@@ -77,6 +84,7 @@ class PhaseFacts:
     load_accesses: float = 0.0  # load instructions of all threads (16-byte vectors where the
     # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
     load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
+    narrow_runs: float = 0.0  # those shorter than a 16-byte vector (copied through L1 lines)
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
@@ -233,7 +241,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
-        load_runs=float(sum(moved(a) / run(a) for a in loads)))
+        load_runs=float(sum(moved(a) / run(a) for a in loads)),
+        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -283,9 +292,8 @@ TERMS: tuple[Term, ...] = (
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
          "moved: WORD_STEPS)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
-    Term("chain_overlap", "a chunk loop's element chains a thread runs alongside each one"),
-    Term("warp_instruction_s", "a pipelined chunk: per instruction of one warp, issued one "
-         "after another (what the warp's own dependences leave unhidden)"),
+    Term("warp_instruction_s", "a chunk loop: per instruction of one warp, issued one after "
+         "another (what the warp's own dependences leave unhidden)"),
     Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
          "instructions: its binary's, else INSTRUCTIONS_PER_STEP per element and step)"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
@@ -430,6 +438,29 @@ def in_flight_vectors(facts: LaunchFacts, spec: HardwareSpec) -> float:
     return spec.loads_in_flight * register_budget(facts, spec) / spec.max_regs_per_thread
 
 
+def ring_bytes(facts: LaunchFacts) -> float:
+    """Shared memory one program's pipelined chunk loops buffer: stages - 1 chunks each."""
+    return max((phase.load_bytes * (phase.pipeline_stages - 1) for phase in facts.phases),
+               default=0.0)
+
+
+def l1_cache_bytes(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """The SM's L1 beside the shared memory it is configured for (inf: not modelled).
+
+    The driver picks the smallest carveout that holds the resident programs' shared memory;
+    a kernel past PREFER_SHARED_ABOVE gets the largest. ncu on the H200, column sums of
+    16384x4096 on 32 programs: 16 warps with 32 KiB rings, carveout 132 KiB, 805 us; with
+    64 KiB rings, 228 KiB (28 KiB of L1 left), 1,726-1,782 us; one warp with 16 KiB rings,
+    164 KiB, 1.9 ms; with 24 KiB, 228 KiB, 6.2 ms."""
+    if not spec.l1_bytes:
+        return math.inf
+    ring = ring_bytes(facts)
+    needed = max(1, facts.blocks_per_sm) * (ring + DRIVER_SMEM_PER_BLOCK) if ring else 0.0
+    carveout = spec.smem_per_sm if ring > PREFER_SHARED_ABOVE else min(
+        (c for c in spec.smem_carveouts if c >= needed), default=min(needed, spec.smem_per_sm))
+    return spec.l1_bytes - carveout
+
+
 def _seconds_at(rate: float, size: float) -> float:
     return size / rate if rate > 0 else 0.0
 
@@ -462,11 +493,17 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                 "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
+        # A run narrower than a 16-byte vector is copied through L1 (cp.async.ca), holding
+        # a line until it lands: the L1 shared memory leaves bounds the runs in flight.
+        lines = l1_cache_bytes(facts, spec) / L1_LINE_BYTES
+        narrow = {"pipeline_latency_s": sharing * phase.narrow_runs * spec.pipeline_latency_s
+                  / max(1.0, lines)} if phase.narrow_runs and lines < math.inf else {}
         work = {f: t / steps for f, t in (arithmetic or {}).items()}  # a chunk's
         first = {**trip, "async_copy_bandwidth": copy, **work}
         overlapped = _smooth_max_by_field({f: t / ahead for f, t in first.items()},
-                                          {"async_copy_bandwidth": copy}, work)
-        terms = {f: t + (steps - 1) * overlapped.get(f, 0.0) for f, t in first.items()}
+                                          {"async_copy_bandwidth": copy}, work, narrow)
+        terms = {f: first.get(f, 0.0) + (steps - 1) * overlapped.get(f, 0.0)
+                 for f in {**first, **overlapped}}
         terms.update(runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
         index_trips = _round_trips("memory_latency_s", steps * spec.memory_latency_s *
@@ -525,9 +562,11 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     issue_steps = _issue_steps(phase)
     # A thread's chain of dependent steps, or the SM's issue rate over every element of the
     # programs resident on it (binds when several programs share an SM, or many warps
-    # leave no latency to hide), whichever is slower.
-    serial = per_thread / max(1.0, min(per_thread, 1 + spec.chain_overlap)) \
-        if phase.looped else per_thread
+    # leave no latency to hide), whichever is slower. A chunk's elements are independent:
+    # a thread's chain is one element's steps, and its warp's instruction stream (below)
+    # bounds the rest (a fitted count of chains side by side, tried until session 21, fit
+    # to ~600 once that stream was there: never binding).
+    serial = 1.0 if phase.looped else per_thread
     chain = {"flop_issue_s": steps * serial * issue_steps * spec.flop_issue_s,
              "transcendental_issue_s": steps * serial * phase.transcendental_steps *
              spec.transcendental_issue_s}
@@ -539,15 +578,18 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s,
                   "sm_transcendental_s": elements * (phase.transcendental_steps +
                                                      phase.divisions) * spec.sm_transcendental_s}
+    # A chunk loop's warp issues its own instructions one after another, besides the SM's
+    # limits. One warp to a scheduler cannot hide its dependences: ncu on a layernorm's
+    # one-warp plan (4096x4096 bf16, chunks of 2048, spilling) reads 2.75 cycles an
+    # instruction, 807 us, where the SM's issue rate alone gives 47 us.
+    stream = {"warp_instruction_s": steps * instructions * spec.warp_instruction_s} \
+        if phase.looped else {}
+    arithmetic = _smooth_max_by_field(chain, throughput, stream)
     if phase.looped and pipelined(phase.pipeline_stages, steps):
-        # A pipelined chunk's arithmetic runs while later chunks' copies are in flight; a
-        # warp issues its own instructions one after another besides the SM's limits.
-        arithmetic = _smooth_max_by_field(chain, throughput, {
-            "warp_instruction_s": steps * instructions * spec.warp_instruction_s})
+        # A pipelined chunk's arithmetic runs while later chunks' copies are in flight.
         parts = _memory_terms(phase, facts, spec, sharing, cached, reused, arithmetic)
     else:  # a tile's arithmetic waits for its loads, an unpipelined chunk's for its waits
-        parts = {**_memory_terms(phase, facts, spec, sharing, cached, reused),
-                 **_smooth_max_by_field(chain, throughput)}
+        parts = {**_memory_terms(phase, facts, spec, sharing, cached, reused), **arithmetic}
     spilled = spilled_registers(phase, facts, spec)
     spill = {"spill_s": steps * spilled * spec.spill_s,
              "spill_bandwidth": _seconds_at(spec.spill_bandwidth, sharing * steps * spilled *

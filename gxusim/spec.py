@@ -44,7 +44,6 @@ class HardwareSpec:
     l2_hit_share: float = 0.5  # a round trip L2 answers (a line another tile read) / DRAM's
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
-    chain_overlap: float = 1.0  # a chunk loop's element chains a thread runs alongside each one
     warp_instruction_s: float = 1.0e-9  # a pipelined chunk: a warp's instruction after its last
     sm_flop_s: float = 4.0e-12  # per element on one SM: one arithmetic step, all warps issuing
     sm_transcendental_s: float = 1.5e-11  # ... one expf-equivalent call
@@ -62,12 +61,20 @@ class HardwareSpec:
     layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
     max_regs_per_thread: int = 255
     l2_bytes: int = 0
+    # The SM's L1 data cache and shared memory are one array of l1_bytes (0: not modelled),
+    # split at one of smem_carveouts (bytes of shared memory, ascending) per kernel: what
+    # shared memory leaves is the L1 an asynchronous copy of a narrow run passes through
+    # (`perf_model.l1_cache_bytes`).
+    l1_bytes: int = 0
+    smem_carveouts: tuple[int, ...] = ()
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
     # context of sm_count SMs) instead of the whole GPU.
     gpu_partition: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.smem_carveouts, list):  # as a TOML file gives it
+            object.__setattr__(self, "smem_carveouts", tuple(self.smem_carveouts))
         for rule in _RULES:
             rule(self)
 
@@ -88,7 +95,7 @@ _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
                 "warp_instruction_s", "sm_transcendental_s",
-                "transcendental_issue_s", "chain_overlap", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
+                "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 
@@ -100,10 +107,13 @@ def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
 def _check_types(spec: HardwareSpec) -> None:
     if not isinstance(spec.name, str) or not spec.name:
         raise SpecError(f"spec name = {spec.name!r} is invalid: must be a non-empty string")
-    for field in _POSITIVE_INTS + ("l2_bytes",):
+    for field in _POSITIVE_INTS + ("l2_bytes", "l1_bytes"):
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
+    if not isinstance(spec.smem_carveouts, tuple) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in spec.smem_carveouts):
+        _fail(spec, "smem_carveouts", "must be a list of integers (bytes)")
     if not isinstance(spec.gpu_partition, bool):
         _fail(spec, "gpu_partition", "must be true or false")
     for field in _POSITIVE_FLOATS + _MODEL_TERMS:
@@ -116,7 +126,7 @@ def _check_positive(spec: HardwareSpec) -> None:
     for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
         if getattr(spec, field) <= 0:
             _fail(spec, field, "must be positive")
-    for field in _MODEL_TERMS + ("l2_bytes",):
+    for field in _MODEL_TERMS + ("l2_bytes", "l1_bytes"):
         if getattr(spec, field) < 0:
             _fail(spec, field, "must not be negative")
 
@@ -142,6 +152,14 @@ def _check_consistency(spec: HardwareSpec) -> None:
         _fail(spec, "max_num_warps",
               f"a program of max_num_warps warps must fit on one SM (max_warps_per_sm = "
               f"{spec.max_warps_per_sm})")
+    if spec.l1_bytes and spec.l1_bytes < spec.smem_per_sm:
+        _fail(spec, "l1_bytes", f"the L1 and shared-memory array must hold smem_per_sm = "
+              f"{spec.smem_per_sm} bytes of shared memory")
+    carveouts = spec.smem_carveouts
+    if list(carveouts) != sorted(set(carveouts)) or any(
+            not 0 <= c <= spec.smem_per_sm for c in carveouts):
+        _fail(spec, "smem_carveouts", f"must be distinct, ascending and within 0..smem_per_sm "
+              f"= {spec.smem_per_sm}")
     if spec.max_grid < 1:
         _fail(spec, "max_grid", "must allow at least one program (one wave of a single program)")
 

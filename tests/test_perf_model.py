@@ -312,11 +312,11 @@ def test_an_unpipelined_chunks_arithmetic_follows_its_waits():
     loop = next(p for p in facts.phases if p.looped)
     rolled = dataclasses.replace(facts, phases=[
         dataclasses.replace(p, round_trips=2.0) if p is loop else p for p in facts.phases])
-    idle = spec.replace(flop_issue_s=0.0, sm_flop_s=0.0)
+    idle = spec.replace(flop_issue_s=0.0, sm_flop_s=0.0, warp_instruction_s=0.0)
     busy, waits_only = breakdown(rolled, spec), breakdown(rolled, idle)
     assert busy["loop_round_trip_s"] == pytest.approx(waits_only["loop_round_trip_s"])
     assert predict_seconds(rolled, spec) - predict_seconds(rolled, idle) == pytest.approx(
-        busy["flop_issue_s"] + busy["sm_flop_s"]) != 0
+        busy["flop_issue_s"] + busy["sm_flop_s"] + busy["warp_instruction_s"]) != 0
 
 
 def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothing():
@@ -604,6 +604,51 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
         issuing(perf_model.estimated_instructions(loop, facts, spec)), spec))
 
 
+def test_an_unpipelined_loops_warp_issues_its_instructions_one_after_another():
+    """One warp to a scheduler hides none of its own dependences: a one-warp chunk loop of
+    many instructions takes warp_instruction_s each, far above the SM's issue rate (ncu:
+    a layernorm's one-warp plan issues an instruction every 2.75 cycles)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 1, "R0_BLOCK": 2048}, 1, 32, 4096, 1e6, chunks=2)
+    loop = next(p for p in facts.phases if p.looped)
+
+    def issuing(instructions):
+        phase = dataclasses.replace(loop, issued=instructions)
+        return dataclasses.replace(facts, phases=[phase if p is loop else p
+                                                  for p in facts.phases])
+    chunks = perf_model.serial_tiles(facts, spec) * 2
+    many = 1e4  # a chunk's instructions: their stream outlasts the chunk's waits
+    added = predict_seconds(issuing(2 * many), spec) - predict_seconds(issuing(many), spec)
+    assert added == pytest.approx(chunks * many * spec.warp_instruction_s, rel=0.1)
+    assert added > 5 * chunks * many * spec.warp_size * spec.sm_flop_s
+
+
+def test_narrow_pipelined_copies_wait_for_the_l1_that_shared_memory_leaves():
+    """A run narrower than a 16-byte vector is copied through L1, a line each while in
+    flight. A ring past 48 KiB takes the largest carveout (Triton prefers shared memory),
+    leaving 28 KiB of the H200's 256: ncu timed a column sum's 2-column chunks at 16 warps
+    2.2x slower with 64 KiB rings than with 32 KiB. Wide runs are not held back."""
+    spec = gxusim.load_spec("gxu-on-h200")
+
+    def column_sum(xblock, rblock, stages, source=COL_SUM):
+        facts = _facts(spec, source, {"XBLOCK": xblock, "R0_BLOCK": rblock}, 16, 32, 4096,
+                       1e6, chunks=16384 // rblock)
+        return dataclasses.replace(facts, phases=launch_phases(
+            source, {"XBLOCK": xblock, "R0_BLOCK": rblock}, 16384 // rblock, stages=stages))
+    small, large = column_sum(2, 4096, 2), column_sum(2, 4096, 3)  # 32 and 64 KiB rings
+    assert perf_model.ring_bytes(small) == 32768 and perf_model.ring_bytes(large) == 65536
+    assert perf_model.l1_cache_bytes(large, spec) == spec.l1_bytes - spec.smem_per_sm
+    # the smallest carveout holding the resident programs' rings, with the driver's 1 KiB
+    assert perf_model.l1_cache_bytes(small, spec) == spec.l1_bytes - min(
+        c for c in spec.smem_carveouts if c >= small.blocks_per_sm * (32768 + 1024))
+    assert predict_seconds(large, spec) > 1.5 * predict_seconds(small, spec)
+    assert predict_seconds(large, spec.replace(l1_bytes=0)) < 1.2 * predict_seconds(small, spec)
+    # a row sum's runs are whole 16-byte vectors: its copies bypass L1
+    rows = column_sum(2, 4096, 3, ROW_SUM)
+    assert all(p.narrow_runs == 0 for p in rows.phases)
+    assert predict_seconds(rows, spec) == predict_seconds(rows, spec.replace(l1_bytes=0))
+
+
 def test_a_loop_of_one_chunk_is_not_pipelined():
     """Triton folds a one-trip loop before its pipeliner runs: a row sum's one 4096-column
     chunk compiles to the same binary at num_stages 3 as at 1 (plain loads, waited for on
@@ -719,7 +764,7 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
                           layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6,
                           pipeline_latency_s=7e-7, async_copy_bandwidth=8e10,
-                          sm_transcendental_s=2e-10, sm_flop_s=3e-12, chain_overlap=1.5,
+                          sm_transcendental_s=2e-10, sm_flop_s=3e-12,
                           spill_s=2e-8, run_issue_s=5e-10, row_reduction_s=3e-8)
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
@@ -727,7 +772,7 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
                   "loop_round_trip_s", "flop_issue_s", "transcendental_issue_s",
                   "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s",
                   "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s",
-                  "sm_flop_s", "chain_overlap", "spill_s", "run_issue_s", "row_reduction_s"):
+                  "sm_flop_s", "spill_s", "run_issue_s", "row_reduction_s"):
         assert field in result.fitted
         # the SM's issue rates bind only where two programs share an SM, and there compete
         # with the thread's chain in a smooth max: pinned less tightly

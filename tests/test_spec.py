@@ -68,6 +68,10 @@ def _spec_file(tmp_path: Path, body: str) -> Path:
     ("regs_per_sm = true", "regs_per_sm", "must be an integer"),
     ('mem_bandwidth = "fast"', "mem_bandwidth", "must be a number"),
     ('name = ""', "name", "non-empty string"),
+    ("l1_bytes = 65536", "l1_bytes", "must hold smem_per_sm"),
+    ("smem_carveouts = [0, 65536, 32768]", "smem_carveouts", "ascending"),
+    ("smem_carveouts = [0, 262144]", "smem_carveouts", "within 0..smem_per_sm"),
+    ('smem_carveouts = ["all"]', "smem_carveouts", "list of integers"),
 ], ids=lambda v: v if isinstance(v, str) and "=" not in v else None)
 def test_validation_errors_name_the_field(tmp_path: Path, body: str, field: str, rule: str) -> None:
     with pytest.raises(SpecError) as error:
