@@ -34,18 +34,13 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .kernel_work import Phase, kernel_phases, static_blocks
+from .residency import l1_left
 from .spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
 SECTOR_BYTES = 32  # the unit the memory system moves
 SMOOTH_MAX_POWER = 4.0
 L1_LINE_BYTES = 128
-# Triton asks the driver to prefer shared memory for a kernel that takes more than the
-# 48 KiB any kernel may without opting in (its NVIDIA launcher, driver.c): the SM then
-# keeps the least L1 it can, whatever the kernel's occupancy.
-PREFER_SHARED_ABOVE = 48 * 1024
-# Shared memory the driver reserves for each resident block (ncu on the H200: 1 KiB).
-DRIVER_SMEM_PER_BLOCK = 1024
 # Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
@@ -445,20 +440,9 @@ def ring_bytes(facts: LaunchFacts) -> float:
 
 
 def l1_cache_bytes(facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """The SM's L1 beside the shared memory it is configured for (inf: not modelled).
-
-    The driver picks the smallest carveout that holds the resident programs' shared memory;
-    a kernel past PREFER_SHARED_ABOVE gets the largest. ncu on the H200, column sums of
-    16384x4096 on 32 programs: 16 warps with 32 KiB rings, carveout 132 KiB, 805 us; with
-    64 KiB rings, 228 KiB (28 KiB of L1 left), 1,726-1,782 us; one warp with 16 KiB rings,
-    164 KiB, 1.9 ms; with 24 KiB, 228 KiB, 6.2 ms."""
-    if not spec.l1_bytes:
-        return math.inf
-    ring = ring_bytes(facts)
-    needed = max(1, facts.blocks_per_sm) * (ring + DRIVER_SMEM_PER_BLOCK) if ring else 0.0
-    carveout = spec.smem_per_sm if ring > PREFER_SHARED_ABOVE else min(
-        (c for c in spec.smem_carveouts if c >= needed), default=min(needed, spec.smem_per_sm))
-    return spec.l1_bytes - carveout
+    """The L1 an SM keeps beside the shared memory this launch's programs take there
+    (`residency.l1_left`; inf: not modelled)."""
+    return l1_left(spec, facts.blocks_per_sm, ring_bytes(facts))
 
 
 def _seconds_at(rate: float, size: float) -> float:
@@ -494,7 +478,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
         # A run narrower than a 16-byte vector is copied through L1 (cp.async.ca), holding
-        # a line until it lands: the L1 shared memory leaves bounds the runs in flight.
+        # a line until it lands: the L1 that shared memory leaves bounds the runs in flight.
         lines = l1_cache_bytes(facts, spec) / L1_LINE_BYTES
         narrow = {"pipeline_latency_s": sharing * phase.narrow_runs * spec.pipeline_latency_s
                   / max(1.0, lines)} if phase.narrow_runs and lines < math.inf else {}
@@ -564,8 +548,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # programs resident on it (binds when several programs share an SM, or many warps
     # leave no latency to hide), whichever is slower. A chunk's elements are independent:
     # a thread's chain is one element's steps, and its warp's instruction stream (below)
-    # bounds the rest (a fitted count of chains side by side, tried until session 21, fit
-    # to ~600 once that stream was there: never binding).
+    # bounds the rest (a fitted count of chains run side by side fit to ~600 beside it).
     serial = 1.0 if phase.looped else per_thread
     chain = {"flop_issue_s": steps * serial * issue_steps * spec.flop_issue_s,
              "transcendental_issue_s": steps * serial * phase.transcendental_steps *

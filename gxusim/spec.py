@@ -44,7 +44,7 @@ class HardwareSpec:
     l2_hit_share: float = 0.5  # a round trip L2 answers (a line another tile read) / DRAM's
     flop_issue_s: float = 1.0e-9  # per element per thread: one dependent arithmetic step
     transcendental_issue_s: float = 8.0e-9  # ... one expf-equivalent libdevice call
-    warp_instruction_s: float = 1.0e-9  # a pipelined chunk: a warp's instruction after its last
+    warp_instruction_s: float = 1.0e-9  # a chunk loop: a warp's instruction after its last
     sm_flop_s: float = 4.0e-12  # per element on one SM: one arithmetic step, all warps issuing
     sm_transcendental_s: float = 1.5e-11  # ... one expf-equivalent call
     scan_chunk_s: float = 2.0e-6  # one serial scan chunk (carry + cross-warp exchange)
