@@ -12,11 +12,12 @@ smooth max (`_smooth_max`, the 4-norm) where it overlaps:
   trip, then the slower of its threads' in-flight limit and the SM's bandwidth, plus its
   dependency chain or the SM's issue rate, a layout conversion where it transposes;
 * an unpipelined chunk loop: its memory waits (the binary's, else estimated), its bytes
-  through the SM, then each chunk's arithmetic, and each contiguous run through the L1;
+  through the SM, then each chunk's arithmetic (a warp's instructions one after another,
+  or the SM's issue rate), and each contiguous run through the L1;
 * a pipelined chunk loop (`num_stages` > 1 and more than one chunk, `pipelined`): S - 1
-  chunks' copies in flight, each chunk the slowest of its transfer, its arithmetic (a
-  warp's instructions one after another, or the SM's issue rate) and its share of a round
-  trip with both, plus its runs;
+  chunks' copies in flight, each chunk the slowest of its transfer, its arithmetic, its
+  narrow copies' wait for the L1 lines shared memory leaves (`l1_cache_bytes`) and its
+  share of a round trip with the transfer and arithmetic, plus its runs;
 * register spills (the binary's words, else ptxas's count, else estimated), block
   reductions, rows reduced per warp and scan chunks;
 * round trips for lines other tiles asked for before (a small table gathered over and
