@@ -44,8 +44,11 @@ ARITHMETIC_CALLS = frozenset({
     "bitwise_or", "bitwise_xor", "clamp", "sign", "copysign", "logical_and", "logical_or",
 })
 REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "argmin",
-                             "welford", "welford_reduce", "welford_combine", "reduce", "prod",
-                             "xor_sum", "any", "all"})
+                             "welford", "reduce", "prod", "xor_sum", "any", "all"})
+# A looped Welford reduction's per-element updates (one chunk's element into the running
+# mean, m2 and weight; two partial triples merged): arithmetic, not a block reduction. The
+# block reduction is `welford` after the loop.
+WELFORD_UPDATES = frozenset({"welford_reduce", "welford_combine"})
 SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
 
 # Latency of a libdevice call along one element's dependency chain, in expf's (expf: about
@@ -129,7 +132,7 @@ def _count(value: ast.AST) -> dict[str, int]:
             name = _call_name(node)
             if name in TRANSCENDENTAL_CALLS:
                 counts["transcendentals"] += 1
-            elif name in ARITHMETIC_CALLS:
+            elif name in ARITHMETIC_CALLS or name in WELFORD_UPDATES:
                 counts["flops"] += 1
             elif name in SCAN_CALLS:
                 counts["scans"] += 1
@@ -305,13 +308,13 @@ class _PhaseReader:
             parts = [self.value(a, phase) for a in operands]
             steps = max([p[0] for p in parts], key=_length, default=zero)
             axes = frozenset().union(*[p[1] for p in parts]) if parts else frozenset()
-            if name in REDUCTION_CALLS and name != "welford_reduce":
+            if name in REDUCTION_CALLS:
                 return steps, axes - {"r"}
             if not self.per_element(axes) or name in SCAN_CALLS:
                 return steps, axes
             if name in TRANSCENDENTAL_CALLS:
                 return _plus(steps, transcendental=TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
-            if name == "welford_reduce":
+            if name in WELFORD_UPDATES:
                 return _plus(steps, arithmetic=WELFORD_STEPS, divisions=1.0), axes
             if name in ARITHMETIC_CALLS:
                 return _plus(steps, arithmetic=1.0), axes

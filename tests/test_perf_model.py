@@ -187,6 +187,9 @@ def test_phases_split_tile_level_from_each_chunk_loop():
     assert [p.looped for p in kernel_phases(SOFTMAX_LOOPED)] == [False, True, True, True]
     top, *loops = kernel_phases(SOFTMAX_LOOPED)
     assert top.reductions == 2 and [len(p.accesses) for p in loops] == [1, 1, 2]
+    # A looped Welford reduction: its loop's welford_reduce is each element's update, the
+    # one block reduction is `welford` after the loop.
+    assert [p.reductions for p in kernel_phases(WELFORD)] == [1, 0]
 
 
 def test_chains_weigh_libdevice_calls_and_skip_per_row_work():
