@@ -17,7 +17,8 @@ smooth max (`_smooth_max`, the 4-norm) where it overlaps:
 * a pipelined chunk loop (`num_stages` > 1 and more than one chunk, `pipelined`): S - 1
   chunks' copies in flight, each chunk the slowest of its transfer, its arithmetic, its
   narrow copies' wait for the L1 lines shared memory leaves (`l1_cache_bytes`) and its
-  share of a round trip with the transfer and arithmetic, plus its runs;
+  share of a round trip with the transfer and arithmetic, plus its runs; a tile's first
+  chunk waits for the round trip and the prologue's S - 1 chunks' bytes;
 * register spills (the binary's words, else ptxas's count, else estimated), block
   reductions, rows reduced per warp and scan chunks;
 * round trips for lines other tiles asked for before (a small table gathered over and
@@ -487,8 +488,16 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         first = {**trip, "async_copy_bandwidth": copy, **work}
         overlapped = _smooth_max_by_field({f: t / ahead for f, t in first.items()},
                                           {"async_copy_bandwidth": copy}, work, narrow)
-        terms = {f: first.get(f, 0.0) + (steps - 1) * overlapped.get(f, 0.0)
-                 for f in {**first, **overlapped}}
+        # A tile's first chunk lands with the prologue's: the loop issues stages - 1
+        # chunks' copies at once and DRAM serves them interleaved, so it waits for their
+        # bytes too (their data: a narrow run's other sectors are other programs' lines,
+        # in L2). Row sums of 32768 x 4096 in 64 KB chunks four deep: per tile 2.3-2.9 us
+        # plus 0.59 us a further chunk, at 2 to 32 chunks a tile.
+        prologue = (min(ahead, steps) - 1) * _seconds_at(spec.async_copy_bandwidth,
+                                                          sharing * phase.load_bytes)
+        start = {**first, "async_copy_bandwidth": copy + prologue}
+        terms = {f: start.get(f, 0.0) + (steps - 1) * overlapped.get(f, 0.0)
+                 for f in {**start, **overlapped}}
         terms.update(runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
         index_trips = _round_trips("memory_latency_s", steps * spec.memory_latency_s *

@@ -572,6 +572,29 @@ def test_a_pipelined_chunk_loop_overlaps_its_chunks_until_the_copy_bandwidth_bin
     assert copy_bound < seconds(4, slow) < 1.05 * copy_bound
 
 
+def test_a_tiles_first_chunk_waits_for_the_prologues_copies():
+    """The loop issues stages - 1 chunks' copies at once and DRAM serves them interleaved:
+    a tile's first chunk lands with the others. Row sums of 32768 x 4096 in 64 KB chunks
+    four deep took 2.3-2.9 us a tile besides 0.59 us each further chunk, from 2 to 32 chunks
+    a tile; charged one round trip and one chunk, tiles of few chunks were predicted fast."""
+    spec = gxusim.load_spec("gxu-on-h200")
+
+    def seconds(stages, chunks, tiles, sector_bytes):
+        loop = PhaseFacts(chunks, 16384, 65536.0, 0.0, 1, 2.0, looped=True,
+                          pipeline_stages=stages, sector_bytes=sector_bytes)
+        return predict_seconds(LaunchFacts(32, 16, tiles, 16384 * chunks, 1e6, 1,
+                                           phases=(loop,)), spec)
+
+    def per_tile(stages, sector_bytes=0.0):  # 16 tiles of 2 chunks beyond 1 tile of 32
+        return (seconds(stages, 2, 16, sector_bytes) - seconds(stages, 32, 1, sector_bytes)) / 15
+    trip, chunk = spec.pipeline_latency_s, 65536 / spec.async_copy_bandwidth
+    assert per_tile(4) > trip + chunk  # its round trip, and the prologue's second chunk
+    assert abs(per_tile(2)) < 0.1 * chunk  # one chunk ahead: every chunk waits a trip anyway
+    # A column chunk's narrow runs move 8x their bytes in sectors, the rest of each sector
+    # other programs' columns, answered by L2: its prologue waits for its own bytes.
+    assert per_tile(4, 8 * 65536) < 2 * (trip + chunk)
+
+
 def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
     """A pipelined chunk's instructions run while later chunks' copies are in flight: a row
     sum's (96 a warp a chunk at 16 warps, 64 KB chunks streaming ~100 GB/s per SM on the
