@@ -82,6 +82,7 @@ class PhaseFacts:
     # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
     load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
     narrow_runs: float = 0.0  # those shorter than a 16-byte vector (copied through L1 lines)
+    short_runs: float = 0.0  # those shorter than an L1 line (each a line partly used)
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
@@ -239,7 +240,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
         load_runs=float(sum(moved(a) / run(a) for a in loads)),
-        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)))
+        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)),
+        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
@@ -305,7 +307,8 @@ TERMS: tuple[Term, ...] = (
          "stored and reloaded each chunk or around a tile's reductions)"),
     Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
          "through its L1", rate=True),
-    Term("run_issue_s", "a chunk: per contiguous run its loads touch, on one SM"),
+    Term("run_issue_s", "a chunk: per contiguous run shorter than an L1 line its loads "
+         "touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
@@ -465,8 +468,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     steps = phase.iterations
     latency = _round_trips("memory_latency_s", spec.memory_latency_s * phase.load_depth,
                            reused, spec)  # a gather: two round trips
-    # A chunk's runs go through the SM's L1 one by one, besides its waits or copies.
-    runs = {"run_issue_s": steps * sharing * phase.load_runs * spec.run_issue_s}
+    # A chunk's runs shorter than a line go through the SM's L1 one by one, besides its
+    # waits or copies (a run of whole lines costs its lines: its bytes). Charged for every
+    # run, the gxu row sum's 128 runs of 512 B a chunk were predicted 21% slow.
+    runs = {"run_issue_s": steps * sharing * phase.short_runs * spec.run_issue_s}
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
         # stages - 1 chunks in flight: each chunk after the first takes a share of (round
         # trip + its transfer + its arithmetic), or the transfer alone where the SM's copy

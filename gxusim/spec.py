@@ -53,7 +53,7 @@ class HardwareSpec:
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
-    run_issue_s: float = 4.0e-10  # a chunk: per contiguous run its loads touch, on one SM
+    run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)

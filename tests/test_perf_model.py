@@ -733,9 +733,9 @@ def test_negative_memory_latency_is_a_spec_error():
 
 def _varied_launches(spec):
     """Launches that exercise every term: pointwise tiles below and above the loads a
-    thread keeps in flight, transcendentals, looped and persistent reductions, a
-    transpose, a scan; pipelined chunk loops; on 1 to 16 warps and 8 programs to two per
-    SM."""
+    thread keeps in flight, transcendentals, looped and persistent reductions (row and
+    column chunks), a transpose, a scan; pipelined chunk loops; on 1 to 16 warps and 8
+    programs to two per SM."""
     transpose = PhaseFacts(1, 4096, 16384, 16384, 1, transposed=True)
     small_transpose = PhaseFacts(1, 1024, 4096, 4096, 1, transposed=True)
     scan = (PhaseFacts(1, 1, 0, 0, 0), PhaseFacts(16, 2048, 8192, 8192, 1, 1.0, scans=1,
@@ -750,10 +750,11 @@ def _varied_launches(spec):
                                        phases=launch_phases(ADD, {"XBLOCK": x}, 1)))
                 out.append(LaunchFacts(programs, warps, 64, x, 64 * programs * x * 8, bpsm,
                                        phases=launch_phases(TANH_GELU, {"XBLOCK": x}, 1)))
-            for (xb, rb, chunks), stages in itertools.product(
-                    ((1, 1024, 4), (8, 512, 8), (32, 128, 32)), (1, 2, 4)):
+            for (source, xb, rb, chunks), stages in itertools.product(
+                    ((ROW_SUM, 1, 1024, 4), (ROW_SUM, 8, 512, 8), (ROW_SUM, 32, 128, 32),
+                     (COL_SUM, 16, 256, 16)), (1, 2, 4)):
                 out.append(LaunchFacts(programs, warps, 16, xb * rb * chunks, 1e8, bpsm,
-                                       phases=launch_phases(ROW_SUM, {"XBLOCK": xb, "R0_BLOCK": rb},
+                                       phases=launch_phases(source, {"XBLOCK": xb, "R0_BLOCK": rb},
                                                             chunks, stages=stages)))
             out.append(LaunchFacts(programs, warps, 32, 64 * 64, 1e8, bpsm,
                                    phases=launch_phases(LAYERNORM_ROWS,
@@ -831,16 +832,18 @@ def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
     assert (row.sector_bytes, row.load_accesses) == (4096, 256)
     # one float per row of the column: a 32-byte sector and one load instruction each
     assert (column.sector_bytes, column.load_accesses) == (8 * 4096, 1024)
-    # and a contiguous run each, where the row's chunk is one run
+    # and a contiguous run each, where the row's chunk is one run (of whole lines)
     assert (row.load_runs, column.load_runs) == (1, 1024)
+    assert (row.short_runs, column.short_runs) == (0, 1024)
     spec = gxusim.load_spec("gxu-on-h200")
-    # each run goes through the SM's L1 on its own, copied (pipelined) or loaded: 4 chunks of
-    # 1024 runs a tile, 16 tiles, on top of the chunk's waits or copies
+    # each run shorter than a line goes through the SM's L1 on its own, copied (pipelined)
+    # or loaded: 4 chunks of 1024 runs a tile, 16 tiles, on top of the chunk's waits or
+    # copies; a run of whole lines costs its bytes alone
     for stages in (3, 1):
         facts = [LaunchFacts(32, 4, 16, 4096, 1e5, 1, phases=launch_phases(
             source, blocks, 4, stages=stages)) for source in (ROW_SUM, COL_SUM)]
         runs = [breakdown(f, spec)["run_issue_s"] for f in facts]
-        assert runs == pytest.approx([16 * 4 * n * spec.run_issue_s for n in (1, 1024)])
+        assert runs == pytest.approx([0.0, 16 * 4 * 1024 * spec.run_issue_s])
         free = spec.replace(run_issue_s=0.0)
         assert predict_seconds(facts[1], spec) == pytest.approx(
             predict_seconds(facts[1], free) + runs[1])
