@@ -493,11 +493,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         first = {**trip, "async_copy_bandwidth": copy, **work}
         overlapped = _smooth_max_by_field({f: t / ahead for f, t in first.items()},
                                           {"async_copy_bandwidth": copy}, work, narrow)
-        # A tile's first chunk lands with the prologue's: the loop issues stages - 1
-        # chunks' copies at once and DRAM serves them interleaved, so it waits for their
-        # bytes too (their data: a narrow run's other sectors are other programs' lines,
-        # in L2). Row sums of 32768 x 4096 in 64 KB chunks four deep: per tile 2.3-2.9 us
-        # plus 0.59 us a further chunk, at 2 to 32 chunks a tile.
+        # A tile's first chunk lands with the prologue's S - 1 (issued at once, served
+        # interleaved): it waits for their data too (a narrow run's other sectors: L2
+        # hits). Row sum 32768 x 4096, 64 KB chunks S = 4: 2.4 us a tile + 0.6 a chunk.
         prologue = (min(ahead, steps) - 1) * _seconds_at(spec.async_copy_bandwidth,
                                                           sharing * phase.load_bytes)
         start = {**first, "async_copy_bandwidth": copy + prologue}
