@@ -80,9 +80,10 @@ class PhaseFacts:
     sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
     load_accesses: float = 0.0  # load instructions of all threads (16-byte vectors where the
     # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
-    load_runs: float = 0.0  # contiguous runs the loads touch (a column chunk: one per row)
-    narrow_runs: float = 0.0  # those shorter than a 16-byte vector (copied through L1 lines)
-    short_runs: float = 0.0  # those shorter than an L1 line (each a line partly used)
+    # Contiguous runs the loads touch (a column chunk: one per row) shorter than an L1 line
+    # (each a line partly used), and those shorter than a 16-byte vector (copied through L1)
+    short_runs: float = 0.0
+    narrow_runs: float = 0.0
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
@@ -239,9 +240,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
-        load_runs=float(sum(moved(a) / run(a) for a in loads)),
-        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)),
-        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)))
+        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)),
+        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)))
 
 
 def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:

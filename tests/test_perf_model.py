@@ -832,8 +832,8 @@ def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
     assert (row.sector_bytes, row.load_accesses) == (4096, 256)
     # one float per row of the column: a 32-byte sector and one load instruction each
     assert (column.sector_bytes, column.load_accesses) == (8 * 4096, 1024)
-    # and a contiguous run each, where the row's chunk is one run (of whole lines)
-    assert (row.load_runs, column.load_runs) == (1, 1024)
+    # and a contiguous run each, shorter than a line, where the row's chunk is one run of
+    # whole lines
     assert (row.short_runs, column.short_runs) == (0, 1024)
     spec = gxusim.load_spec("gxu-on-h200")
     # each run shorter than a line goes through the SM's L1 on its own, copied (pipelined)
