@@ -1,7 +1,7 @@
 """Check the performance model against kernel times measured on a GPU, without a GPU.
 
 Every measured launch saved by the GPU runs carries its plan and the facts the model
-predicts from (`perf_model.LaunchFacts`), so the model can be refitted and judged here:
+predicts from (`launch_facts.LaunchFacts`), so the model can be refitted and judged here:
 
 * `--calibration`: samples from `gxusim calibrate --samples` (the calibration programs);
   the model is fitted on them (`gxusim.calibrate.fit`; without it, the `--spec` as it stands is
@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 import gxusim
-from gxusim import calibrate, perf_model
+from gxusim import calibrate, launch_facts, perf_model
 from gxusim.compiled import MACHINE_CODE_FIELDS, with_machine_code
 from gxusim.machine_code import MachineCode
 from gxusim.triton_launch import Resources
@@ -249,7 +249,7 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
                         plan.get("num_stages") or 1))
         if row is None:
             continue
-        facts = perf_model.facts_from_dict(sample["facts"])
+        facts = launch_facts.facts_from_dict(sample["facts"])
         # As `compiled.with_binary` does: the binary's registers (and the rings its
         # pipelined loops take in shared memory) limit the programs an SM holds.
         facts = dataclasses.replace(facts, blocks_per_sm=residency(
@@ -265,7 +265,7 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
 
 
 def predict(sample: dict, spec: gxusim.HardwareSpec) -> float:
-    return perf_model.predict_seconds(perf_model.facts_from_dict(sample["facts"]), spec)
+    return perf_model.predict_seconds(launch_facts.facts_from_dict(sample["facts"]), spec)
 
 
 def error_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, dict]:
@@ -377,7 +377,7 @@ def main() -> int:
         print(f"what ptxas made of their plans (spills, chunk loops' memory waits) from "
               f"{args.registers.name} for {attached} launches")
     if calibration:
-        fit = calibrate.fit(spec, [perf_model.facts_from_dict(r["facts"]) for r in calibration],
+        fit = calibrate.fit(spec, [launch_facts.facts_from_dict(r["facts"]) for r in calibration],
                              [r["measured_s"] for r in calibration],
                              groups=[r["group"] for r in calibration])
         spec = fit.spec

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from gxusim import launch as launch_records
-from gxusim import compiled, perf_model, residency
+from gxusim import compiled, launch_facts, perf_model, residency
 from gxusim import target as targets
 from gxusim.device import to_backing
 from gxusim.findings import check_launch
@@ -229,16 +229,16 @@ class _Prepared:
     meta: dict[str, int]  # what the launch record shows
     policy: Heuristics
     spec: HardwareSpec
-    facts: perf_model.LaunchFacts  # from the plan, for targets that count nothing themselves
+    facts: launch_facts.LaunchFacts  # from the plan, for targets that count nothing themselves
     predicted_s: float  # ... and what the model makes of them
     fusion: tuple[str, ...]
     # The plan's facts with what a compiled binary told (its spills, the programs its
     # registers and shared memory let reside on an SM), their prediction and the binary's
     # occupancy line: made once, so warm launches share them as they share the plan's.
-    compiled: dict[targets.Resources, tuple[perf_model.LaunchFacts, float, str, str]] = \
+    compiled: dict[targets.Resources, tuple[launch_facts.LaunchFacts, float, str, str]] = \
         dataclasses.field(default_factory=dict)
 
-    def _facts(self, outcome: targets.Outcome) -> tuple[perf_model.LaunchFacts, float, str,
+    def _facts(self, outcome: targets.Outcome) -> tuple[launch_facts.LaunchFacts, float, str,
                                                         Optional[str]]:
         """The launch's facts (counted by the target, or the plan's refined by its compiled
         binary), their predicted time, and what limits the programs resident per SM (with

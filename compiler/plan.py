@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from gxusim import perf_model, residency
+from gxusim import launch_facts, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
                                 static_blocks)
@@ -115,8 +115,8 @@ def reduction_question(shape: KernelShape) -> str:
 
 def chunk_load_bytes(shape: KernelShape, meta: dict[str, int]) -> int:
     """What each stage of the kernel's pipelined chunk loop buffers in shared memory at these
-    blocks (`perf_model.chunk_load_bytes`; 0 for a kernel without one)."""
-    return perf_model.chunk_load_bytes(shape.source, meta) if shape.pipelined else 0
+    blocks (`launch_facts.chunk_load_bytes`; 0 for a kernel without one)."""
+    return launch_facts.chunk_load_bytes(shape.source, meta) if shape.pipelined else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,20 +149,20 @@ class LaunchPlan:
         return _chunks(numels, self.meta)
 
     def facts(self, shape: KernelShape, numels: dict[str, int], bytes_moved: float,
-              spec: HardwareSpec) -> perf_model.LaunchFacts:
+              spec: HardwareSpec) -> launch_facts.LaunchFacts:
         """The launch as the performance model sees it without running it: `bytes_moved`
         from the arguments' sizes (`KernelShape.argument_bytes`), warps alone limiting
         residency, arithmetic counted from the kernel's source, and the tile's phases
         (loads, stores and dependency chains at tile level and per reduction chunk,
-        `perf_model.launch_phases`) at this plan's block sizes."""
+        `launch_facts.launch_phases`) at this plan's block sizes."""
         work = shape.work
         chunks = self.chunks(numels)
-        return perf_model.LaunchFacts(
+        return launch_facts.LaunchFacts(
             self.programs, self.num_warps, self.tiles_per_program,
             self.tile_elements(shape, numels), bytes_moved,
             residency.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
-            perf_model.launch_phases(shape.source, self.meta, chunks,
+            launch_facts.launch_phases(shape.source, self.meta, chunks,
                                      stages=self.pipeline_stages(shape)),
             footprint_bytes=bytes_moved)
 
@@ -256,7 +256,7 @@ def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
     256 KB, over its 227 KB; a gather computing its indices from fp32 loads asked for 256 KB
     too, where 4-byte indices would have taken 128 KB (a pipelined loop reads them from its
     copies' buffers instead)."""
-    phases, size = perf_model.sized_phases(source, blocks, None)
+    phases, size = launch_facts.sized_phases(source, blocks, None)
     return max((math.prod(size[axis] for axis in phase.axes) * INDEX_BYTES
                 for phase in phases if phase.gathers_across), default=0)
 
@@ -347,11 +347,11 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
         num_stages, rules["num_stages"] = resolve_num_stages(policy, question, choice.num_stages,
                                                              fitting, spec)
-        if num_stages > 1 and not perf_model.pipelined(num_stages, _chunks(numels, meta)):
+        if num_stages > 1 and not launch_facts.pipelined(num_stages, _chunks(numels, meta)):
             num_stages, rules["num_stages"] = 1, (
                 f"{policy.name} chose {choice.num_stages}; one chunk a tile: Triton does not "
                 f"pipeline a loop of one trip")
-    overflow = 0 if perf_model.pipelined(num_stages or 1, _chunks(numels, meta)) else \
+    overflow = 0 if launch_facts.pipelined(num_stages or 1, _chunks(numels, meta)) else \
         unpipelined_overflow(shape, meta, num_warps, spec)
     if overflow:
         raise PolicyError(f"policy {policy.name!r}: blocks {meta} on {num_warps} warps, "
@@ -409,10 +409,10 @@ def _depths(shape: KernelShape, chunks: int, chunk_bytes: int, blocks: dict[str,
             num_warps: int, spec: HardwareSpec) -> list[Optional[int]]:
     """The pipelining depths worth timing: none for a kernel without a chunk loop to
     pipeline, 1 alone for a loop of one chunk (it compiles alike at every depth,
-    `perf_model.pipelined`), else each depth whose buffers fit in shared memory."""
+    `launch_facts.pipelined`), else each depth whose buffers fit in shared memory."""
     if not shape.pipelined:
         return [None]
-    if not perf_model.pipelined(max(NUM_STAGES), chunks):
+    if not launch_facts.pipelined(max(NUM_STAGES), chunks):
         return [1]
     fitting = deepest_fitting_stages(chunk_bytes, blocks, num_warps, spec)
     return [stages for stages in NUM_STAGES if stages <= fitting]
@@ -436,7 +436,7 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
         chunk_bytes, chunks = chunk_load_bytes(shape, parameters), _chunks(numels, blocks)
         for num_warps in fitting:
             for stages in _depths(shape, chunks, chunk_bytes, blocks, num_warps, spec):
-                if not perf_model.pipelined(stages or 1, chunks) and \
+                if not launch_facts.pipelined(stages or 1, chunks) and \
                         unpipelined_overflow(shape, blocks, num_warps, spec):
                     continue  # Triton could not fit its layout conversion
                 key = (tuple(parameters.items()), num_warps, stages)

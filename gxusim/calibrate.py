@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequen
 import numpy as np
 import torch
 
-from . import compiled, perf_model
+from . import compiled, launch_facts, perf_model
 from .spec import HardwareSpec
 
 
@@ -100,7 +100,7 @@ class Sample:
     program: str
     kernel: str
     plan: dict
-    facts: perf_model.LaunchFacts
+    facts: launch_facts.LaunchFacts
     measured_s: float
 
     def as_row(self, spec: HardwareSpec) -> dict:
@@ -239,7 +239,7 @@ def _with(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray) -> Hardwa
     return spec.replace(**{f: float(np.exp(v)) for f, v in zip(fields, logs)})
 
 
-def _log_residuals(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts],
+def _log_residuals(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
                    log_times: np.ndarray) -> np.ndarray:
     return np.log([perf_model.predict_seconds(p, spec) for p in profiles]) - log_times
 
@@ -259,7 +259,7 @@ def _default_value(spec: HardwareSpec, field: str) -> float:
     return getattr(spec, field) or 1e-9
 
 
-def _exercised(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts],
+def _exercised(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
                log_times: np.ndarray, fields: Sequence[str]) -> list[str]:
     """The fields whose value moves some sample's prediction (a term no sample exercises,
     e.g. scans when no scan was measured, keeps the spec's value). Each is probed from the
@@ -274,7 +274,7 @@ def _exercised(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts],
     return out
 
 
-def fit(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts], measured_s: Sequence[float],
+def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts], measured_s: Sequence[float],
         iterations: int = 200, groups: Sequence[str] | None = None) -> Fit:
     """Fit every coefficient the samples exercise: minimise the Huber-weighted squared
     log-ratio of predicted to measured time (relative error: short and long launches count
@@ -317,7 +317,7 @@ def fit(spec: HardwareSpec, profiles: Sequence[perf_model.LaunchFacts], measured
 
 
 def _negligible_to_zero(spec: HardwareSpec, fields: Sequence[str],
-                        profiles: Sequence[perf_model.LaunchFacts]) -> HardwareSpec:
+                        profiles: Sequence[launch_facts.LaunchFacts]) -> HardwareSpec:
     """A fitted time coefficient that moves no prediction by 0.1% is written as 0 (the
     samples say the term is negligible), not as a meaningless 1e-21."""
     before = np.array([perf_model.predict_seconds(p, spec) for p in profiles])
@@ -332,7 +332,7 @@ def _negligible_to_zero(spec: HardwareSpec, fields: Sequence[str],
 
 
 def _cost(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray,
-          profiles: Sequence[perf_model.LaunchFacts], log_times: np.ndarray,
+          profiles: Sequence[launch_facts.LaunchFacts], log_times: np.ndarray,
           sample_weights: np.ndarray) -> float:
     return _huber_cost(_log_residuals(_with(spec, fields, logs), profiles, log_times),
                        sample_weights)
@@ -350,7 +350,7 @@ def _huber_cost(residuals: np.ndarray, sample_weights: np.ndarray) -> float:
 
 
 def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray,
-                         profiles: Sequence[perf_model.LaunchFacts], log_times: np.ndarray,
+                         profiles: Sequence[launch_facts.LaunchFacts], log_times: np.ndarray,
                          iterations: int, sample_weights: np.ndarray) -> np.ndarray:
     def residuals(point: np.ndarray) -> np.ndarray:
         return _log_residuals(_with(spec, fields, point), profiles, log_times)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from .machine_code import ChunkLoop, chunk_code
-from .perf_model import LaunchFacts
+from .launch_facts import LaunchFacts
 from .residency import residency
 from .spec import HardwareSpec
 from .triton_launch import Resources

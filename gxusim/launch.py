@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from . import environment
 from .findings import Finding
-from .perf_model import LaunchFacts
+from .launch_facts import LaunchFacts
 
 log = logging.getLogger("gxusim.decisions")
 

@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
-from .kernel_work import Phase, kernel_phases, static_blocks
+from .launch_facts import (L1_LINE_BYTES, VECTOR_BYTES, LaunchFacts, PhaseFacts, legacy_phase,
+                           pipelined)
 from .residency import l1_left
 from .spec import HardwareSpec
 
-VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
-SECTOR_BYTES = 32  # the unit the memory system moves
 SMOOTH_MAX_POWER = 4.0
-L1_LINE_BYTES = 128
 # Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
 # instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
 # are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
@@ -60,199 +58,6 @@ ROUND_TRIPS_PER_LOAD = 0.375
 # Instructions a warp issues per element of a thread and step (WORD_STEPS per word moved)
 # where no binary says: the median of 5,382 chunk loops' binaries (10th-90th pct 0.25-1.2).
 INSTRUCTIONS_PER_STEP = 0.5
-
-
-@dataclasses.dataclass(frozen=True)
-class PhaseFacts:
-    """One phase of one launch's tile (docs/performance-model.md)."""
-    iterations: int  # times the phase runs per tile: a looped reduction's chunks, else 1
-    elements: float  # block elements one iteration works on
-    load_bytes: float  # bytes one iteration loads (broadcast vectors excluded: cached)
-    store_bytes: float  # bytes one iteration stores
-    load_depth: int  # loads in a dependent row (0: no loads, 1: plain, 2: a gather)
-    arithmetic_steps: float = 0.0  # per element, along the longest dependency chain
-    transcendental_steps: float = 0.0  # libdevice calls on that chain, in expf's
-    reductions: int = 0  # block reductions per tile (cross-warp exchanges)
-    scans: int = 0  # block scans per iteration
-    transposed: bool = False  # loads and stores disagree on the contiguous axis
-    looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
-    pipeline_stages: int = 1  # a chunk loop's software-pipelining depth (stages - 1 ahead)
-    sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
-    load_accesses: float = 0.0  # load instructions of all threads (16-byte vectors where the
-    # layout allows, narrower where the contiguous run is shorter; 0: unknown, as 4-byte words)
-    # Contiguous runs the loads touch (a column chunk: one per row) shorter than an L1 line
-    # (each a line partly used), and those shorter than a 16-byte vector (copied through L1)
-    short_runs: float = 0.0
-    narrow_runs: float = 0.0
-    carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
-    divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
-    reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
-    # What a chunk costs in the compiled machine code (`gxusim.machine_code`), where a
-    # binary was read: an unpipelined loop's memory waits (0: estimated), and the 4-byte
-    # words a chunk spills to local memory and reloads (None: from ptxas's spill count).
-    round_trips: float = 0.0
-    spilled_words: Optional[float] = None
-    issued: Optional[float] = None  # instructions a warp issues per chunk (None: estimated)
-
-
-class Phases(list):
-    """A tile's phases: a list, so that facts written to JSON and read back (sweep rows,
-    calibration samples) compare equal to the facts they were made from, but read-only and
-    hashable, as frozen facts need."""
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(self))
-
-    def __reduce__(self) -> tuple:
-        return (Phases, (list(self),))
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("LaunchFacts.phases is read-only")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _read_only  # type: ignore
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchFacts:
-    """What the model needs to know about one launch, whoever found it out.
-
-    The launcher derives them from the launch plan, the argument sizes and the kernel's
-    source (cuda target, predict-only; `LaunchPlan.facts`); the emulator counts them while
-    it runs the kernel (its sector traffic, its occupancy with registers and shared memory,
-    the block elements each tile really issued). Either way `predict_seconds` is the one
-    function that turns them into time. `phases` (from `launch_phases`) say how a tile
-    spends it; facts without them are timed from the per-element counts alone.
-    """
-    programs: int
-    num_warps: int
-    tiles_per_program: int  # tile-loop iterations of the busiest program
-    tile_elements: float  # block elements one tile issues, all of a looped reduction's chunks
-    bytes_moved: float  # DRAM traffic (the emulator's 32-byte sectors; else tensor sizes)
-    blocks_per_sm: int  # resident programs per SM (occupancy)
-    flops_per_element: float = 0.0  # arithmetic per tile element (gxusim.kernel_work)
-    transcendentals_per_element: float = 0.0
-    scan_chunks: int = 0  # serial scan chunks per tile (0: no scan)
-    phases: Sequence = ()  # PhaseFacts of one tile, in program order (a `Phases`)
-    # 4-byte words per thread the compiled kernel keeps in local memory (ptxas's spills,
-    # read off the binary the cuda target launched); None where nothing was compiled (the
-    # emulator, predict-only): the model then estimates them (`spilled_registers`).
-    compiled_spills: Optional[float] = None
-    # Bytes of the distinct data the launch's arguments hold (0: unknown): with its loads'
-    # requests it says how often a line is asked for again (`reused_share`).
-    footprint_bytes: float = 0.0
-
-    def __post_init__(self) -> None:
-        # Facts read back from JSON carry their phases as lists of dicts.
-        object.__setattr__(self, "phases", Phases(
-            p if isinstance(p, PhaseFacts) else PhaseFacts(**p) for p in self.phases or ()))
-
-    def elements_per_thread(self, spec: HardwareSpec) -> float:
-        return self.tile_elements / (self.num_warps * spec.warp_size)
-
-
-def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
-                  pointer_bytes: Mapping[str, int] | None = None, stages: int = 1) -> tuple:
-    """The `PhaseFacts` of one tile of a kernel launched with these block sizes (the plan's
-    meta; block sizes the kernel's body fixes win), reduction chunks per tile (1 unless
-    looped) and chunk-loop pipelining depth.
-    Element sizes come from the signature in the source's decorator, or `pointer_bytes`
-    (pointer argument name -> bytes per element) when given (the emulator knows them)."""
-    phases, size = sized_phases(source, blocks, pointer_bytes)
-    block = math.prod(size.values())
-    return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
-
-
-def pipelined(stages: int, chunks: int) -> bool:
-    """Whether a chunk loop of `chunks` chunks a tile at this depth is software pipelined:
-    Triton folds a one-trip loop before its pipeliner runs (a row sum's one 4096-column chunk
-    compiles alike at num_stages 4 and 1; timed as pipelined: 35-67% fast on 2-4 warps)."""
-    return stages > 1 and chunks > 1
-
-
-def chunk_load_bytes(source: str, blocks: Mapping[str, int],
-                     pointer_bytes: Mapping[str, int] | None = None) -> int:
-    """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
-    what each stage of a pipelined chunk loop buffers in shared memory (0 without a chunk
-    loop). The plan sizes pipelining depths by it, the emulator's occupancy counts it."""
-    phases, size = sized_phases(source, blocks, pointer_bytes)
-    return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
-                    for access in phase.accesses if not access.store)
-                for phase in phases if phase.looped), default=0)
-
-
-def sized_phases(source: str, blocks: Mapping[str, int],
-                 pointer_bytes: Mapping[str, int] | None) -> tuple[tuple, dict[str, int]]:
-    """The kernel's phases (with the given element sizes) and its block size per tile axis
-    (block sizes the kernel's body fixes win); no phases for a source that is not a
-    generated kernel's (a hand-written kernel, a test's)."""
-    blocks = {**blocks, **static_blocks(source)}
-    size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1),
-            "r": blocks.get("R0_BLOCK", 1)}
-    try:
-        phases = kernel_phases(source)
-    except Exception:  # noqa: BLE001 - timed from the per-element counts alone
-        return (), size
-    if pointer_bytes:
-        phases = tuple(dataclasses.replace(phase, accesses=tuple(
-            dataclasses.replace(a, element_bytes=pointer_bytes.get(a.pointer, a.element_bytes))
-            for a in phase.accesses)) for phase in phases)
-    return phases, size
-
-
-def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
-                 stages: int) -> PhaseFacts:
-    def elements(axes: Iterable[str]) -> int:
-        return math.prod(size[a] for a in axes)
-
-    def moved(access: Any) -> float:  # its distinct addresses' bytes (neighbours may share)
-        return elements(access.axes) * access.element_bytes / math.prod(
-            min(size[axis], n) for axis, n in access.repeats)
-    streamed = [a for a in phase.accesses if not a.broadcast]
-    loads = [a for a in streamed if not a.store]
-
-    def run(access: Any) -> int:
-        """Bytes of one contiguous run of the access (along its unit-stride axes; a single
-        element where none is known)."""
-        return math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
-
-    def accesses(access: Any) -> float:
-        """Load instructions of the whole block: each run in vectors of at most VECTOR_BYTES."""
-        return moved(access) / min(VECTOR_BYTES, run(access))
-
-    def sectors(access: Any) -> float:
-        """Bytes of the 32-byte sectors an access touches: each run rounded up to whole
-        sectors (an access without a known unit-stride axis: as many bytes as it moves)."""
-        length = run(access)
-        whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
-        return moved(access) * whole / length
-    return PhaseFacts(
-        iterations=chunks if phase.looped else 1,
-        elements=block if phase.looped else elements(phase.axes),
-        load_bytes=float(sum(moved(a) for a in loads)),
-        store_bytes=float(sum(moved(a) for a in streamed if a.store)),
-        load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
-        arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
-        reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
-        reduced_rows=size["x"] * size["y"] if phase.reductions else 1,
-        looped=phase.looped, pipeline_stages=stages if phase.looped and pipelined(
-            stages, chunks) else 1,
-        carried=phase.carried, divisions=phase.divisions,
-        sector_bytes=float(sum(sectors(a) for a in streamed)),
-        load_accesses=float(sum(accesses(a) for a in loads)),
-        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)),
-        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)))
-
-
-def _legacy_phase(facts: LaunchFacts) -> PhaseFacts:
-    """Facts without phases (stored before phases existed, or the emulator's counts): one
-    tile-level phase over the whole tile, its traffic the launch's share per tile, every
-    operation on the chain (an upper bound)."""
-    tiles = max(1, facts.programs * max(1, facts.tiles_per_program))
-    per_tile = facts.bytes_moved / tiles
-    return PhaseFacts(1, facts.tile_elements, per_tile / 2, per_tile / 2,
-                      1 if facts.bytes_moved else 0, facts.flops_per_element,
-                      facts.transcendentals_per_element, 0, facts.scan_chunks)
 
 
 def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
@@ -608,7 +413,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
 
 def tile_breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
     """Seconds of one tile by the spec field that charges them."""
-    phases = facts.phases or (_legacy_phase(facts),)
+    phases = facts.phases or (legacy_phase(facts),)
     sharing = programs_per_sm(facts, spec)
     reused = reused_share(facts, spec)
     total = dict.fromkeys((t.field for t in TERMS), 0.0)
@@ -640,10 +445,3 @@ def predict_seconds(facts: LaunchFacts, spec: HardwareSpec) -> float:
         return math.inf  # the program cannot be resident at all
     loop = serial_tiles(facts, spec) * sum(tile_breakdown(facts, spec).values())
     return spec.launch_overhead_s + max(loop, dram_bytes(facts, spec) / spec.mem_bandwidth)
-
-
-def facts_from_dict(data: Mapping[str, Any]) -> LaunchFacts:
-    """A `LaunchFacts` from its `dataclasses.asdict` form (sweep, calibration and ceiling
-    JSON); unknown keys are ignored, so older files still load."""
-    known = {f.name for f in dataclasses.fields(LaunchFacts)}
-    return LaunchFacts(**{k: v for k, v in data.items() if k in known})

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import torch
 
-from . import environment, perf_model
+from . import environment, launch_facts
 from .findings import Finding
 from .spec import HardwareSpec, current_spec
 from .triton_launch import BinaryLauncher, Resources, compiled_resources, resources
@@ -58,7 +58,7 @@ class KernelLaunch:
 class Outcome:
     """What executing one launch taught us (None: the target could not tell)."""
     findings: Sequence[Finding]
-    facts: Optional[perf_model.LaunchFacts] = None  # counted while running (the emulator)
+    facts: Optional[launch_facts.LaunchFacts] = None  # counted while running (the emulator)
     measured_s: Optional[float] = None  # kernel time (do_bench, GXUSIM_TIMING=1)
     occupancy_limiter: Optional[str] = None  # from the occupancy model (the emulator)
     occupancy: Optional[str] = None  # ... and its whole line

@@ -12,7 +12,7 @@ from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, plan_launch)
 from gxusim.kernel_work import kernel_work, static_blocks
-from gxusim.perf_model import pipelined
+from gxusim.launch_facts import pipelined
 from kernels.generated import EMBEDDING_SUM
 from gxusim.compiler.policies import POLICIES
 from gxusim.findings import check_launch
@@ -321,7 +321,7 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
             planned[columns, stages] = launch.plan, report.occupancy
     finally:
         gxusim.use_heuristics("gxu")
-    (unpipelined, alone), (deep, buffered) = planned[4096, 1], planned[4096, 3]
+    (_, alone), (deep, buffered) = planned[4096, 1], planned[4096, 3]
     assert deep.num_stages == 2 and "lowered to 2" in deep.rules["num_stages"]
     assert alone.blocks_per_sm == 2
     assert buffered.blocks_per_sm == 1 and buffered.limiter == "shared_memory"

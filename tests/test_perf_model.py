@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 import gxusim
-from gxusim import perf_model
+from gxusim import launch_facts, perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import kernel_phases
 from kernels.generated import EMBEDDING_SUM
-from gxusim.perf_model import (INSTRUCTIONS_PER_STEP, LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
-                               WORD_STEPS, LaunchFacts, PhaseFacts, breakdown,
-                               facts_from_dict, launch_phases, predict_seconds,
-                               spilled_registers)
+from gxusim.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
+from gxusim.perf_model import (LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
+                               breakdown, predict_seconds, spilled_registers)
 from gxusim.compiled import with_binary, with_machine_code
 from gxusim.machine_code import LoopCode, MachineCode
 from gxusim.residency import blocks_per_sm, residency
@@ -683,7 +682,7 @@ def test_a_loop_of_one_chunk_is_not_pipelined():
     blocks = {"XBLOCK": 2, "R0_BLOCK": 4096}
     assert launch_phases(ROW_SUM, blocks, 1, stages=3) == launch_phases(ROW_SUM, blocks, 1)
     assert [p.pipeline_stages for p in launch_phases(ROW_SUM, blocks, 2, stages=3)] == [1, 3]
-    assert not perf_model.pipelined(3, 1) and perf_model.pipelined(3, 2)
+    assert not launch_facts.pipelined(3, 1) and launch_facts.pipelined(3, 2)
     facts = LaunchFacts(32, 2, 512, 8192, 5.4e8, blocks_per_sm(spec, 2),
                         phases=launch_phases(ROW_SUM, blocks, 1, stages=3))
     code = MachineCode((), LoopCode(loads=16, round_trips=4.0, instructions=179))
@@ -714,10 +713,10 @@ def test_facts_survive_a_json_round_trip_and_old_facts_still_predict():
     spec = gxusim.load_spec("gxu-on-h200")
     facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": 4, "R0_BLOCK": 512}, 8, 32, 2048,
                    8 * 2048 * 32768, chunks=64)
-    again = perf_model.facts_from_dict(dataclasses.asdict(facts))
+    again = launch_facts.facts_from_dict(dataclasses.asdict(facts))
     assert again == facts and predict_seconds(again, spec) == predict_seconds(facts, spec)
     old = {k: v for k, v in dataclasses.asdict(facts).items() if k != "phases"}
-    assert 0 < predict_seconds(perf_model.facts_from_dict(old), spec) < math.inf
+    assert 0 < predict_seconds(launch_facts.facts_from_dict(old), spec) < math.inf
 
 
 def test_a_program_that_cannot_be_resident_never_finishes():
@@ -886,8 +885,8 @@ def test_an_embeddings_token_ids_are_loaded_once_per_row_not_per_column():
     # too many for its machine code to be matched to the chunk loop).
     ids, rows = kernel_phases(EMBEDDING_SUM)[1].accesses
     assert ids.repeats == (("x", 64),) and rows.repeats == ()
-    loop = perf_model.launch_phases(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 64}, 4)[1]
+    loop = launch_facts.launch_phases(EMBEDDING_SUM, {"XBLOCK": 128, "R0_BLOCK": 64}, 4)[1]
     assert loop.load_bytes == 2 * 64 * 8 + 128 * 64 * 4  # two token rows' ids, every element
     assert loop.load_accesses == loop.load_bytes / 16  # 16-byte vectors
-    one_row = perf_model.launch_phases(EMBEDDING_SUM, {"XBLOCK": 1, "R0_BLOCK": 256}, 1)[1]
+    one_row = launch_facts.launch_phases(EMBEDDING_SUM, {"XBLOCK": 1, "R0_BLOCK": 256}, 1)[1]
     assert one_row.load_bytes == 256 * 8 + 256 * 4

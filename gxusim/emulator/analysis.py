@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import perf_model
+from .. import launch_facts, perf_model
 from ..spec import HardwareSpec
 from . import checks, occupancy
 from . import dtypes as D
@@ -104,23 +104,23 @@ def _chunks(arguments: LaunchArguments, blocks: dict) -> int:
 
 
 def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
-    """The tile's phases as `perf_model.launch_phases` reads them from the kernel's source,
+    """The tile's phases as `launch_facts.launch_phases` reads them from the kernel's source,
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
     blocks = _blocks(arguments)
-    return perf_model.launch_phases(compiled.kir.sources[0], blocks, _chunks(arguments, blocks),
+    return launch_facts.launch_phases(compiled.kir.sources[0], blocks, _chunks(arguments, blocks),
                                     _element_bytes(arguments), blocks.get("NUM_STAGES", 1))
 
 
 def pipeline_buffer_bytes(compiled: Specialisation, arguments: LaunchArguments) -> int:
     """Shared memory a pipelined chunk loop buffers its loads in: num_stages - 1 chunks
     ahead (Triton's async copies), the same bytes the plan sizes depths by; none for a loop
-    of one chunk, which Triton does not pipeline (`perf_model.pipelined`)."""
+    of one chunk, which Triton does not pipeline (`launch_facts.pipelined`)."""
     blocks = _blocks(arguments)
     stages = blocks.get("NUM_STAGES", 1)
-    if not perf_model.pipelined(stages, _chunks(arguments, blocks)):
+    if not launch_facts.pipelined(stages, _chunks(arguments, blocks)):
         return 0
-    return (stages - 1) * perf_model.chunk_load_bytes(
+    return (stages - 1) * launch_facts.chunk_load_bytes(
         compiled.kir.sources[0], blocks, _element_bytes(arguments))
 
 
@@ -136,7 +136,7 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
     phases = tile_phases(compiled, arguments)
     smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(compiled, arguments)
     report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs, smem, block)
-    report.facts = perf_model.LaunchFacts(
+    report.facts = launch_facts.LaunchFacts(
         programs=programs, num_warps=num_warps,
         tiles_per_program=max(report.tiles_per_program, default=1),
         tile_elements=tile_elements(records.outputs["site_runs"], kir.sites, records.outputs["tiles"]),
