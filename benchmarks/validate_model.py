@@ -227,7 +227,8 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
         code = [{k: p.get(k) for k in MACHINE_CODE_FIELDS if k in p}
                 for p in stored.get("phases", [])]
         if len(code) == len(facts.phases) and any(
-                c.get("spilled_words") is not None or c.get("issued") is not None for c in code):
+                c.get("spilled_words") is not None or c.get("issued") is not None or
+                c.get("round_trips") for c in code):
             sample["facts"]["phases"] = [{**dataclasses.asdict(p), **c}
                                          for p, c in zip(facts.phases, code)]
     return kept

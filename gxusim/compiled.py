@@ -50,8 +50,15 @@ def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources)
         return tuple(facts.phases)
     if not any(phase.looped for phase in facts.phases):
         # A persistent reduction spills around its reductions: the tile loop's own words.
-        return tuple(dataclasses.replace(phase, spilled_words=binary.code.tile_body.local_words)
-                     if phase.reductions else phase for phase in facts.phases)
+        # A tile's loads wait as often as the tile loop's body waits: ptxas issues them in
+        # as many batches as its registers hold (row_sum 1M x 128 on 2 warps, 16 rows a
+        # warp: 5 waits, 2.4 us a tile; 8 rows a warp: 1 wait, 0.57 us).
+        body = binary.code.tile_body
+        loading = [phase for phase in facts.phases if phase.load_bytes]
+        return tuple(dataclasses.replace(
+            phase, spilled_words=body.local_words if phase.reductions else phase.spilled_words,
+            round_trips=body.round_trips if loading == [phase] else phase.round_trips)
+            for phase in facts.phases)
     if not looped:
         return tuple(facts.phases)
     threads = facts.num_warps * spec.warp_size

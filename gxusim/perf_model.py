@@ -333,7 +333,11 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
     accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
     slots = in_flight_vectors(facts, spec)
-    round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
+    # The binary's waits a tile where it was read (a gather's are its index's and its own)
+    if phase.round_trips:
+        round_trips = max(1.0, phase.round_trips / max(1, phase.load_depth))
+    else:
+        round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
     further = sum(latency.values()) * (round_trips - 1)
     return {**latency,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}

@@ -674,6 +674,29 @@ def test_narrow_pipelined_copies_wait_for_the_l1_that_shared_memory_leaves():
     assert predict_seconds(rows, spec) == predict_seconds(rows, spec.replace(l1_bytes=0))
 
 
+def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
+    """ptxas issues a tile's loads in as many batches as its registers hold: where the tile
+    loop's machine code was read, its waits a tile are the tile's round trips (on the H200,
+    mul_relu's 32 elements a thread on 2 warps: 2 waits, 1.07 us a tile, 16: 1 wait, 0.54).
+    Without a binary the model estimates them from the threads' in-flight loads."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = LaunchFacts(32, 2, 1000, 2048, 1e8, blocks_per_sm(spec, 2),
+                        phases=launch_phases(MUL_RELU, {"XBLOCK": 2048}, 1))
+
+    def read(waits):
+        code = MachineCode((), LoopCode(loads=8, round_trips=waits, stores=8))
+        return dataclasses.replace(facts, phases=with_machine_code(
+            facts, spec, Resources(0, 47, 0, code)))
+    one, two = read(1.0), read(2.0)
+    assert [p.round_trips for p in two.phases] == [2.0]
+    tiles = perf_model.serial_tiles(facts, spec)
+    latency = breakdown(one, spec)["memory_latency_s"] / tiles
+    # the second wait is a round trip a tile, overlapping only the SM's bandwidth
+    slower = predict_seconds(two, spec) - predict_seconds(one, spec)
+    assert 0.5 * tiles * latency < slower <= tiles * latency * 1.001
+    assert facts_from_dict(dataclasses.asdict(two)) == two
+
+
 def test_a_loop_of_one_chunk_is_not_pipelined():
     """Triton folds a one-trip loop before its pipeliner runs: a row sum's one 4096-column
     chunk compiles to the same binary at num_stages 3 as at 1 (plain loads, waited for on
