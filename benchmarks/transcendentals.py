@@ -31,21 +31,28 @@ FEW, MANY = 256, 2048  # XBLOCK: 8 and 64 elements a thread of one warp
 # Each op as Inductor sees it; `mul` is the baseline every other op is measured against.
 OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "mul": lambda x: x * 3.0, "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1,
-    "log": torch.log, "log2": torch.log2, "log1p": torch.log1p, "tanh": torch.tanh,
-    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "atan": torch.atan,
-    "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "erf": torch.erf, "sigmoid": torch.sigmoid,
-    "pow": lambda x: torch.pow(x, 2.5), "reciprocal": torch.reciprocal,
+    "log": torch.log, "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p,
+    "tanh": torch.tanh, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
+    "asin": lambda x: torch.asin(x / 4.0), "acos": lambda x: torch.acos(x / 4.0),
+    "atan": torch.atan, "atan2": lambda x: torch.atan2(x, 2.0 - x), "sinh": torch.sinh,
+    "cosh": torch.cosh, "asinh": torch.asinh, "acosh": lambda x: torch.acosh(x + 1.0),
+    "atanh": lambda x: torch.atanh(x / 4.0), "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "erf": torch.erf, "erfc": torch.erfc, "erfinv": lambda x: torch.erfinv(x / 4.0),
+    "lgamma": torch.lgamma, "sigmoid": torch.sigmoid, "pow": lambda x: torch.pow(x, 2.5),
+    "div": lambda x: x / (x + 1.0), "reciprocal": torch.reciprocal,
 }
 
 
 def chain_seconds(op: Callable, spec: gxusim.HardwareSpec) -> tuple[float, float, str]:
     """(seconds a further element adds to a thread, tile seconds at 64 elements, the call
     the kernel makes) for one op."""
-    x = (torch.rand(N, device="gxu") * 3.95 + 0.05)
+    x = (torch.rand(N, generator=torch.Generator().manual_seed(0)) * 3.95 + 0.05).to("gxu")
     torch._dynamo.reset()
     with launcher.capture() as captured:
         got = torch.compile(op, dynamic=False)(x)
-    torch.testing.assert_close(got.cpu(), op(x.cpu()), rtol=2e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), op(x.cpu()), rtol=1e-4, atol=1e-5)  # libdevice's ulps
+    if len(captured) != 1:
+        raise ValueError(f"{len(captured)} kernels, not one")
     kernel, args = captured[0].kernel, captured[0].args
     plans = {p.meta["XBLOCK"]: p for p in candidate_plans(kernel.shape, kernel.numels(args), spec)
              if p.num_warps == WARPS and p.programs == PROGRAMS and
@@ -72,7 +79,14 @@ def main() -> None:
     spec = gxusim.load_spec("gxu-on-h200")
     gxusim.use_spec(spec)
     gxusim.use_heuristics("gxu")
-    timed = {name: chain_seconds(OPS[name], spec) for name in dict.fromkeys(["mul", "exp", *args.ops])}
+    timed = {}
+    for name in dict.fromkeys(["mul", "exp", *args.ops]):
+        try:
+            timed[name] = chain_seconds(OPS[name], spec)
+        except Exception as error:  # noqa: BLE001 - an op Inductor does not lower alone
+            if name in ("mul", "exp"):
+                raise  # the baseline and the unit
+            print(f"{name}: not timed ({type(error).__name__}: {str(error)[:120]})")
     base, unit = timed["mul"][0], timed["exp"][0] - timed["mul"][0]
     rows = [{"op": name, "calls": calls, "element_ns": further * 1e9, "tile_us": tile * 1e6,
              "expf": (further - base) / unit} for name, (further, tile, calls) in timed.items()]

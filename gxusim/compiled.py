@@ -7,24 +7,25 @@ sampled config), the binary settles what the source cannot:
 * ptxas's spilled registers (`LaunchFacts.compiled_spills`);
 * how many programs fit on an SM beside each other with its registers and shared memory
   (`LaunchFacts.blocks_per_sm`, by `gxusim.residency`);
-* how many memory waits a chunk of each unpipelined chunk loop costs a thread
-  (`PhaseFacts.round_trips`), and how many words a chunk of any chunk loop (a persistent
-  reduction: a tile) spills to local memory and reloads (`PhaseFacts.spilled_words`), both
-  read from its SASS by `gxusim.machine_code`.
+* how many memory waits a chunk of each unpipelined chunk loop, or a tile of a kernel
+  without chunk loops, costs a thread (`PhaseFacts.round_trips`, `late_round_trips`), and
+  how many words a chunk of any chunk loop (a persistent reduction: a tile) spills to
+  local memory and reloads (`PhaseFacts.spilled_words`), all read from its SASS by
+  `gxusim.machine_code`.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from .machine_code import ChunkLoop, chunk_code
-from .launch_facts import LaunchFacts
+from .launch_facts import LaunchFacts, PhaseFacts
 from .residency import residency
 from .spec import HardwareSpec
 from .triton_launch import Resources
 
 
 # The phase fields `with_machine_code` sets from a binary (the rest come from the source).
-MACHINE_CODE_FIELDS = ("round_trips", "spilled_words", "issued")
+MACHINE_CODE_FIELDS = ("round_trips", "late_round_trips", "spilled_words", "issued")
 
 
 def with_binary(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> LaunchFacts:
@@ -42,9 +43,10 @@ def with_binary(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> La
 def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources) -> tuple:
     """The facts' phases, each chunk loop with loads given what a chunk costs in its
     machine code: its memory waits (unpipelined loops: a pipelined loop's copies are not
-    waited for one by one) and its spilled words; a persistent reduction's tile-level phase
-    given the words its tile loop spills (phases as they were where the binary was not
-    disassembled, or a loop was not found in it)."""
+    waited for one by one) and its spilled words; in a kernel without chunk loops, the
+    loading phase given the tile loop's waits, and a persistent reduction's phase the words
+    its tile loop spills (phases as they were where the binary was not disassembled, or a
+    loop was not found in it)."""
     looped = [i for i, phase in enumerate(facts.phases) if phase.looped and phase.load_bytes]
     if binary.code is None:
         return tuple(facts.phases)
@@ -52,13 +54,20 @@ def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources)
         # A persistent reduction spills around its reductions: the tile loop's own words.
         # A tile's loads wait as often as the tile loop's body waits: ptxas issues them in
         # as many batches as its registers hold (row_sum 1M x 128 on 2 warps, 16 rows a
-        # warp: 5 waits, 2.4 us a tile; 8 rows a warp: 1 wait, 0.57 us).
+        # warp: 5 waits, 2.4 us a tile; 8 rows a warp: 1 wait, 0.57 us). Loads after its
+        # first block reduction are vectors every tile reads again (`late_round_trips`).
         body = binary.code.tile_body
-        loading = [phase for phase in facts.phases if phase.load_bytes]
-        return tuple(dataclasses.replace(
-            phase, spilled_words=body.local_words if phase.reductions else phase.spilled_words,
-            round_trips=body.round_trips if loading == [phase] else phase.round_trips)
-            for phase in facts.phases)
+        late = body.waits_after_barrier()
+        alone = sum(1 for phase in facts.phases if phase.load_bytes) == 1
+
+        def refined(phase: PhaseFacts) -> PhaseFacts:
+            if phase.reductions:
+                phase = dataclasses.replace(phase, spilled_words=body.local_words)
+            if alone and phase.load_bytes:
+                phase = dataclasses.replace(phase, round_trips=body.round_trips - late,
+                                            late_round_trips=late)
+            return phase
+        return tuple(map(refined, facts.phases))
     if not looped:
         return tuple(facts.phases)
     threads = facts.num_warps * spec.warp_size

@@ -51,24 +51,30 @@ REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "arg
 WELFORD_UPDATES = frozenset({"welford_reduce", "welford_combine"})
 SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
 
-# Latency of a libdevice call along one element's dependency chain, in expf's (expf: about
-# 11 dependent FMA latencies: range reduction, MUFU.EX2, scaling). From the calls' SASS fast
-# paths, both sides of a divergent branch taken (tanhf's polynomial and exp forms): a prior,
-# not fitted; the model fits one time per expf (`transcendental_issue_s`).
+# What a math call adds to one element's dependency chain, in expf's (libdevice.exp), as
+# measured on the H200 (benchmarks/transcendentals.py, results/transcendentals_h200.json):
+# Inductor's kernel for each op on one warp, 8 and 64 elements a thread, the time a further
+# element adds to a thread beyond a multiply's (an expf: 10.8 ns), x in [0.05, 4) (tanhf
+# takes both its forms). Branchy calls cost what their branches do at such inputs. The
+# model fits one time per expf (`transcendental_issue_s`); calls not measured weigh
+# UNMEASURED_WEIGHT, the measured ones' median.
 TRANSCENDENTAL_WEIGHT = {
-    "exp": 1.0, "exp2": 0.65, "expm1": 1.3, "log": 1.3, "log2": 0.9, "log10": 1.3,
-    "log1p": 1.45, "tanh": 1.9, "sin": 1.65, "cos": 1.65, "tan": 2.5, "asin": 2.0,
-    "acos": 2.0, "atan": 2.0, "atan2": 2.5, "sinh": 1.45, "cosh": 1.45, "asinh": 2.0,
-    "acosh": 2.0, "atanh": 2.0, "sqrt": 0.9, "rsqrt": 0.55, "erf": 1.8, "erfc": 2.0,
-    "erfinv": 2.7, "pow": 3.1, "lgamma": 4.5, "digamma": 4.5, "sigmoid": 1.45, "cbrt": 1.65,
+    "exp": 1.0, "exp2": 0.31, "expm1": 4.0, "log": 2.95, "log2": 3.05, "log10": 3.0,
+    "log1p": 3.1, "tanh": 6.7, "sin": 8.0, "cos": 8.2, "tan": 7.7, "asin": 3.1, "acos": 1.4,
+    "atan": 9.6, "atan2": 12.1, "sinh": 9.5, "cosh": 2.7, "asinh": 12.1, "acosh": 8.5,
+    "atanh": 6.0, "sqrt": 2.4, "rsqrt": 0.31, "erf": 4.0, "erfc": 15.1, "erfinv": 5.5,
+    "lgamma": 64.0, "sigmoid": 1.16, "pow": 12.8,
 }
-EXP_STEPS = 11.0  # an expf as dependent arithmetic steps: weighs calls against plain ops
+UNMEASURED_WEIGHT = 4.8
+# An expf as dependent arithmetic steps, to weigh a call against plain ops: its 10.8 ns over
+# the 0.37 ns a step of the measured multiply (6.3 ns an element: its word steps and itself).
+EXP_STEPS = 29.0
 # An fp32 division (div.rn.f32): a MUFU reciprocal and its Newton steps. Along the chain
 # the steps; the reciprocal issues on the unit expf's MUFU.EX2 does, so it counts against the
 # SM's transcendental rate (`Phase.divisions`), which a Welford loop of many warps meets (the
 # variance 2048x16384 at 16 warps was predicted 2x fast without it). Charged as a whole
 # expf along the chain too, it left the softmaxes' normalising division 35-40% slow.
-DIVIDE_STEPS = 3.0
+DIVIDE_WEIGHT = 0.82
 WELFORD_STEPS = 10.0  # one element into a Welford accumulator: FMAs, besides its division
 
 
@@ -313,7 +319,7 @@ class _PhaseReader:
             if not self.per_element(axes) or name in SCAN_CALLS:
                 return steps, axes
             if name in TRANSCENDENTAL_CALLS:
-                return _plus(steps, transcendental=TRANSCENDENTAL_WEIGHT.get(name, 1.5)), axes
+                return _plus(steps, transcendental=TRANSCENDENTAL_WEIGHT.get(name, UNMEASURED_WEIGHT)), axes
             if name in WELFORD_UPDATES:
                 return _plus(steps, arithmetic=WELFORD_STEPS, divisions=1.0), axes
             if name in ARITHMETIC_CALLS:
@@ -329,7 +335,7 @@ class _PhaseReader:
             axes = frozenset().union(*[p[1] for p in parts])
             if self.per_element(axes):
                 divide = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                steps = _plus(steps, arithmetic=DIVIDE_STEPS, divisions=1.0) if divide else \
+                steps = _plus(steps, transcendental=DIVIDE_WEIGHT, divisions=1.0) if divide else \
                     _plus(steps, arithmetic=1.0)
             return steps, axes
         if isinstance(node, (ast.Subscript, ast.Attribute)):

@@ -41,6 +41,7 @@ _TARGET = re.compile(r"(\.L_x_\d+)")
 _GLOBAL_LOAD = "LDG"
 _ASYNC_COPY = "LDGSTS"  # a pipelined chunk loop's copies (global to shared memory)
 _COPY_BARRIER = "LDGDEPBAR"
+_BLOCK_BARRIER = "BAR.SYNC"  # bar.sync: every warp of the block (a cross-warp reduction)
 _LOCAL = ("LDL", "STL")
 _GLOBAL_STORE = "STG"
 # Instructions whose first operand is read, not written.
@@ -58,6 +59,16 @@ class LoopCode(NamedTuple):
     # Per load instruction (program order), the round trips of the pass spent waiting for
     # it: which of the loops unrolled into one body the waits belong to.
     load_waits: tuple[float, ...] = ()
+    # Loads issued before the pass's first block-wide barrier (a block reduction's; -1:
+    # none). A persistent reduction loads its rows before reducing them; what it loads
+    # after (layernorm's weight and bias) every tile reads again.
+    loads_before_barrier: int = -1
+
+    def waits_after_barrier(self) -> float:
+        """Round trips of a pass spent on loads issued after its first barrier."""
+        if self.loads_before_barrier < 0 or not self.load_waits:
+            return 0.0
+        return sum(self.load_waits[self.loads_before_barrier:])
 
 
 class MachineCode(NamedTuple):
@@ -190,9 +201,11 @@ def _local_words(body: Sequence[tuple[str, str]]) -> int:
 
 def _loop(body: Sequence[tuple[str, str]]) -> LoopCode:
     round_trips, load_waits = _waits(body)
+    barrier = next((i for i, (opcode, _) in enumerate(body)
+                    if opcode.startswith(_BLOCK_BARRIER)), None)
     return LoopCode(_loads(body), round_trips, _local_words(body),
                     sum(opcode.startswith(_GLOBAL_STORE) for opcode, _ in body), len(body),
-                    load_waits)
+                    load_waits, -1 if barrier is None else _loads(body[:barrier]))
 
 
 @functools.lru_cache(maxsize=256)

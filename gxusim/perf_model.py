@@ -339,6 +339,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     else:
         round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
     further = sum(latency.values()) * (round_trips - 1)
+    latency["l2_latency_s"] = latency.get("l2_latency_s", 0.0) + \
+        phase.late_round_trips * spec.l2_latency_s
     return {**latency,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
 

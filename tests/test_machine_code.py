@@ -62,6 +62,21 @@ def test_an_unrolled_chunk_loop_shares_the_tile_loops_waits():
     assert chunk_code(code, [ChunkLoop(1.0, 4, stores=False)]) == (ChunkCode(0.25, 0.0, 2.25),)
 
 
+def test_waits_for_loads_after_the_first_block_barrier_are_told_apart():
+    """A persistent layernorm loads its row, reduces it across the warps (a barrier), then
+    loads its weight: the second wait is for a load issued after the barrier."""
+    layernorm = UNROLLED.replace(
+        "        /*0050*/                   FADD R2, R4, R8 ;\n",
+        "        /*0050*/                   FADD R2, R4, R8 ;\n"
+        "        /*0052*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;\n"
+        "        /*0054*/                   LDG.E R30, desc[UR4][R22.64] ;\n"
+        "        /*0056*/                   FMUL R2, R2, R30 ;\n")
+    body = loop_code(layernorm).tile_body
+    assert (body.loads, body.round_trips, body.loads_before_barrier) == (5, 2.0, 4)
+    assert body.waits_after_barrier() == 1.0
+    assert loop_code(UNROLLED).tile_body.waits_after_barrier() == 0.0  # no barrier
+
+
 def test_spills_are_the_local_memory_words_a_pass_moves():
     spilling = ROLLED.replace(
         "        /*0070*/                   FADD R2, R12, R2 ;\n",
