@@ -54,10 +54,10 @@ def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources)
         # A persistent reduction spills around its reductions: the tile loop's own words.
         # A tile's loads wait as often as the tile loop's body waits: ptxas issues them in
         # as many batches as its registers hold (row_sum 1M x 128 on 2 warps, 16 rows a
-        # warp: 5 waits, 2.4 us a tile; 8 rows a warp: 1 wait, 0.57 us). Loads after its
-        # first block reduction are vectors every tile reads again (`late_round_trips`).
+        # warp: 5 waits, 2.4 us a tile; 8 rows a warp: 1 wait, 0.57 us). A wait for a load
+        # in flight across a block reduction is mostly spent reducing (`late_round_trips`).
         body = binary.code.tile_body
-        late = body.waits_after_barrier()
+        late = body.waits_across_barrier
         alone = sum(1 for phase in facts.phases if phase.load_bytes) == 1
 
         def refined(phase: PhaseFacts) -> PhaseFacts:

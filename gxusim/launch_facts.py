@@ -50,8 +50,9 @@ class PhaseFacts:
     # binary was read: an unpipelined loop's memory waits (0: estimated), and the 4-byte
     # words a chunk spills to local memory and reloads (None: from ptxas's spill count).
     round_trips: float = 0.0
-    # A tile's waits for loads issued after its first block reduction (layernorm's weight
-    # and bias, which every tile reads again: L2 round trips), where a binary was read
+    # Of a tile's waits, those for loads in flight across a block reduction (layernorm's
+    # weight, issued amid the row's reduction), where a binary was read: what the
+    # reduction leaves of the round trip, charged as an L2 one
     late_round_trips: float = 0.0
     spilled_words: Optional[float] = None
     issued: Optional[float] = None  # instructions a warp issues per chunk (None: estimated)

@@ -59,16 +59,11 @@ class LoopCode(NamedTuple):
     # Per load instruction (program order), the round trips of the pass spent waiting for
     # it: which of the loops unrolled into one body the waits belong to.
     load_waits: tuple[float, ...] = ()
-    # Loads issued before the pass's first block-wide barrier (a block reduction's; -1:
-    # none). A persistent reduction loads its rows before reducing them; what it loads
-    # after (layernorm's weight and bias) every tile reads again.
-    loads_before_barrier: int = -1
-
-    def waits_after_barrier(self) -> float:
-        """Round trips of a pass spent on loads issued after its first barrier."""
-        if self.loads_before_barrier < 0 or not self.load_waits:
-            return 0.0
-        return sum(self.load_waits[self.loads_before_barrier:])
+    # Of `round_trips`, the waits for loads that were in flight across a block-wide barrier
+    # (a block reduction's): the walk takes the reduction as instant, the GPU does not, so
+    # most of such a wait is spent reducing (layernorm's weight, issued amid the reduction
+    # of the row it scales).
+    waits_across_barrier: float = 0.0
 
 
 class MachineCode(NamedTuple):
@@ -148,13 +143,17 @@ def _reads_writes(opcode: str, operands: str) -> tuple[set[int], set[int]]:
     return reads, written
 
 
-def _waits(body: Sequence[tuple[str, str]], passes: int = 6) -> tuple[float, tuple[float, ...]]:
+def _waits(body: Sequence[tuple[str, str]], passes: int = 6
+           ) -> tuple[float, tuple[float, ...], float]:
     """Round trips one steady-state pass through `body` takes (see the module docstring),
-    and how many of them each global load is waited for."""
+    how many of them each global load is waited for, and how many were waited for loads in
+    flight across a block-wide barrier."""
     ready: dict[int, float] = {}
     waited_load: dict[int, int] = {}  # register -> the load that writes it
+    issued_at: dict[int, int] = {}  # register -> barriers passed when its load issued
     per_load = [0.0] * _loads(body)
-    now, marks = 0.0, []
+    across = 0.0
+    now, marks, barriers = 0.0, [], 0
     for count in range(passes):
         load = 0
         for opcode, operands in body:
@@ -165,19 +164,23 @@ def _waits(body: Sequence[tuple[str, str]], passes: int = 6) -> tuple[float, tup
             start = max(now, ready.get(latest, 0.0)) if latest is not None else now
             if start > now and count >= 2 and latest in waited_load:
                 per_load[waited_load[latest]] += start - now
+                if issued_at.get(latest, barriers) < barriers:
+                    across += start - now
             now = start
+            barriers += opcode.startswith(_BLOCK_BARRIER)
             is_load = _is_load(opcode)
             waits = is_load and not opcode.startswith(_ASYNC_COPY)
             for register in written:
                 ready[register] = now + (1.0 if waits else 0.0)
                 if waits:
                     waited_load[register] = load
+                    issued_at[register] = barriers
                 else:
                     waited_load.pop(register, None)
             load += is_load
         marks.append(now)
     steady = passes - 2
-    return (marks[-1] - marks[1]) / steady, tuple(w / steady for w in per_load)
+    return (marks[-1] - marks[1]) / steady, tuple(w / steady for w in per_load), across / steady
 
 
 def _is_load(opcode: str) -> bool:
@@ -200,12 +203,10 @@ def _local_words(body: Sequence[tuple[str, str]]) -> int:
 
 
 def _loop(body: Sequence[tuple[str, str]]) -> LoopCode:
-    round_trips, load_waits = _waits(body)
-    barrier = next((i for i, (opcode, _) in enumerate(body)
-                    if opcode.startswith(_BLOCK_BARRIER)), None)
+    round_trips, load_waits, across = _waits(body)
     return LoopCode(_loads(body), round_trips, _local_words(body),
                     sum(opcode.startswith(_GLOBAL_STORE) for opcode, _ in body), len(body),
-                    load_waits, -1 if barrier is None else _loads(body[:barrier]))
+                    load_waits, across)
 
 
 @functools.lru_cache(maxsize=256)

@@ -711,12 +711,12 @@ def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
     slower = predict_seconds(two, spec) - predict_seconds(one, spec)
     assert 0.5 * tiles * latency < slower <= tiles * latency * 1.001
     assert facts_from_dict(dataclasses.asdict(two)) == two
-    # A persistent layernorm waits for its rows, reduces them, then waits again for its
-    # weight, which every tile reads: an L2 round trip, not a DRAM one.
+    # A persistent layernorm waits for its row, then for its weight, whose load was in
+    # flight while the row was reduced: what is left of that round trip, an L2 one.
     rows = LaunchFacts(32, 4, 256, 64, 1e6, blocks_per_sm(spec, 4),
                        phases=launch_phases(LAYERNORM_ROWS, {"XBLOCK": 1, "R0_BLOCK": 64}, 1))
     code = MachineCode((), LoopCode(loads=2, round_trips=2.0, stores=1, load_waits=(1.0, 1.0),
-                                    loads_before_barrier=1))
+                                    waits_across_barrier=1.0))
     (read,) = with_machine_code(rows, spec, Resources(0, 32, 0, code))
     assert (read.round_trips, read.late_round_trips) == (1.0, 1.0)
     late = dataclasses.replace(rows, phases=(read,))
