@@ -47,12 +47,13 @@ class PhaseFacts:
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
     # What a chunk costs in the compiled machine code (`gxusim.machine_code`), where a
-    # binary was read: an unpipelined loop's memory waits (0: estimated), and the 4-byte
-    # words a chunk spills to local memory and reloads (None: from ptxas's spill count).
+    # binary was read: an unpipelined loop's memory waits, or a tile's in a kernel without
+    # chunk loops (0: estimated), and the 4-byte words a chunk spills to local memory and
+    # reloads (None: from ptxas's spill count).
     round_trips: float = 0.0
-    # Of a tile's waits, those for loads in flight across a block reduction (layernorm's
-    # weight, issued amid the row's reduction), where a binary was read: what the
-    # reduction leaves of the round trip, charged as an L2 one
+    # Besides them, a tile's waits for loads in flight across a block reduction
+    # (layernorm's weight, issued amid the row's reduction): what the reduction leaves of
+    # the round trip, charged as an L2 one
     late_round_trips: float = 0.0
     spilled_words: Optional[float] = None
     issued: Optional[float] = None  # instructions a warp issues per chunk (None: estimated)
