@@ -193,10 +193,12 @@ def kernel_shapes(groups: set) -> dict:
     return shapes
 
 
-def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
+def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec, binary: bool = True) -> int:
     """Replace each sample's stored facts by `LaunchPlan.facts` of its plan on its kernel's
-    regenerated source (phases included); returns how many kept their stored facts (no
-    matching kernel: a kernel the GPU run generated differently)."""
+    regenerated source (phases included), with what the GPU run's binary said unless
+    `binary` is False (predict-only: the plan, the source and the spec alone); returns how
+    many kept their stored facts (no matching kernel: a kernel the GPU run generated
+    differently)."""
     from gxusim.compiler.plan import LaunchPlan
     shapes = kernel_shapes({s["group"] for s in samples})
     kept = 0
@@ -218,6 +220,9 @@ def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec) -> int:
         if facts.tiles_per_program != stored["tiles_per_program"] or \
                 facts.tile_elements != stored["tile_elements"]:
             kept += 1  # not the kernel that was timed
+            continue
+        if not binary:
+            sample["facts"] = dataclasses.asdict(facts)
             continue
         # What the compiled binary told the GPU run (ptxas's spills, the programs its
         # registers let reside on an SM) no source can say.
@@ -356,6 +361,10 @@ def main() -> int:
     parser.add_argument("--registers", type=Path,
                         help="benchmarks/registers.py --json output: ptxas's spills per plan")
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--predict-only", action="store_true",
+                        help="judge the held-out launches as predict-only sees them: facts "
+                             "from the plan, the kernel's source and the spec, no binary "
+                             "(the calibration keeps its binaries)")
     parser.add_argument("--stored-facts", action="store_true",
                         help="use the facts stored with each launch instead of recomputing "
                              "them from the regenerated kernels (older files lack phases)")
@@ -368,13 +377,18 @@ def main() -> int:
         print("no held-out launches with facts and measured times (see --ceiling, --sweep)",
               file=sys.stderr)
         return 2
+    if args.predict_only and args.stored_facts:
+        parser.error("--predict-only recomputes the facts: drop --stored-facts")
     if not args.stored_facts:
-        kept = recompute_facts(calibration + samples, spec)
+        kept = recompute_facts(calibration, spec) + \
+            recompute_facts(samples, spec, binary=not args.predict_only)
         print(f"facts recomputed by LaunchPlan.facts from the regenerated kernels "
               f"({kept} of {len(calibration) + len(samples)} launches kept their stored "
-              f"facts: kernel not regenerated identically)")
+              f"facts: kernel not regenerated identically)"
+              + ("; held out without their binaries" if args.predict_only else ""))
     if args.registers:
-        attached = attach_compiled(calibration + samples, args.registers, spec)
+        compiled = calibration if args.predict_only else calibration + samples
+        attached = attach_compiled(compiled, args.registers, spec)
         print(f"what ptxas made of their plans (spills, chunk loops' memory waits) from "
               f"{args.registers.name} for {attached} launches")
     if calibration:
