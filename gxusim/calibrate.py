@@ -274,7 +274,8 @@ def _exercised(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
     return out
 
 
-def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts], measured_s: Sequence[float],
+def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
+        measured_s: Sequence[float],
         iterations: int = 200, groups: Sequence[str] | None = None) -> Fit:
     """Fit every coefficient the samples exercise: minimise the Huber-weighted squared
     log-ratio of predicted to measured time (relative error: short and long launches count

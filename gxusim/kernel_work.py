@@ -69,11 +69,11 @@ UNMEASURED_WEIGHT = 4.8
 # An expf as dependent arithmetic steps, to weigh a call against plain ops: its 10.8 ns over
 # the 0.37 ns a step of the measured multiply (6.3 ns an element: its word steps and itself).
 EXP_STEPS = 29.0
-# An fp32 division (div.rn.f32): a MUFU reciprocal and its Newton steps. Along the chain
-# the steps; the reciprocal issues on the unit expf's MUFU.EX2 does, so it counts against the
-# SM's transcendental rate (`Phase.divisions`), which a Welford loop of many warps meets (the
-# variance 2048x16384 at 16 warps was predicted 2x fast without it). Charged as a whole
-# expf along the chain too, it left the softmaxes' normalising division 35-40% slow.
+# An fp32 division (div.rn.f32): a MUFU reciprocal and its Newton steps, 0.82 expf along
+# the chain as measured beside the calls above. The reciprocal issues on the unit expf's
+# MUFU.EX2 does, so it also counts against the SM's transcendental rate (`Phase.divisions`),
+# which a Welford loop of many warps meets (the variance 2048x16384 at 16 warps was
+# predicted 2x fast without it).
 DIVIDE_WEIGHT = 0.82
 WELFORD_STEPS = 10.0  # one element into a Welford accumulator: FMAs, besides its division
 
@@ -319,7 +319,8 @@ class _PhaseReader:
             if not self.per_element(axes) or name in SCAN_CALLS:
                 return steps, axes
             if name in TRANSCENDENTAL_CALLS:
-                return _plus(steps, transcendental=TRANSCENDENTAL_WEIGHT.get(name, UNMEASURED_WEIGHT)), axes
+                weight = TRANSCENDENTAL_WEIGHT.get(name, UNMEASURED_WEIGHT)
+                return _plus(steps, transcendental=weight), axes
             if name in WELFORD_UPDATES:
                 return _plus(steps, arithmetic=WELFORD_STEPS, divisions=1.0), axes
             if name in ARITHMETIC_CALLS:

@@ -206,8 +206,8 @@ def test_chains_weigh_libdevice_calls_and_skip_per_row_work():
 def test_the_call_weights_are_the_ones_measured_on_the_h200():
     """kernel_work's table holds what benchmarks/transcendentals.py measured (in expf's,
     rounded), so a re-measurement that moves a call shows here."""
-    measured = {row["op"]: row["expf"] for row in json.loads(
-        (Path(__file__).parent.parent / "benchmarks/results/transcendentals_h200.json").read_text())}
+    stored = Path(__file__).parent.parent / "benchmarks/results/transcendentals_h200.json"
+    measured = {row["op"]: row["expf"] for row in json.loads(stored.read_text())}
     for name, weight in TRANSCENDENTAL_WEIGHT.items():
         assert weight == pytest.approx(measured[name], rel=0.03, abs=0.02), name
     assert DIVIDE_WEIGHT == pytest.approx(measured["div"], rel=0.03)
