@@ -296,7 +296,8 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
     sample_weights = np.array([len(profiles) / (len(counts) * counts[g]) for g in groups]) \
         if groups is not None else np.ones(len(profiles))
     log_times = np.log(np.asarray(measured_s, dtype=float))
-    fields = _exercised(spec, profiles, log_times, [t.field for t in perf_model.TERMS])
+    fields = _exercised(spec, profiles, log_times,
+                        [t.field for t in perf_model.TERMS if t.fitted])
     start = spec.replace(**{f: _nonzero_value(spec, f) for f in fields})
     if fields:
         initial = np.log([getattr(start, f) for f in fields])

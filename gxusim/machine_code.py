@@ -34,7 +34,7 @@ import subprocess
 import tempfile
 from typing import NamedTuple, Optional, Sequence
 
-_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(?:@!?U?P[T0-9]+\s+)?(\S+)\s*(.*?)\s*;")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P[T0-9]+\s+)?(\S+)\s*(.*?)\s*;")
 _LABEL = re.compile(r"^(\.L_x_\d+):")
 _REGISTER = re.compile(r"\bR(\d+)(?:\.(64|128))?\b")
 _TARGET = re.compile(r"(\.L_x_\d+)")
@@ -107,9 +107,10 @@ def disassemble(cubin: bytes) -> Optional[str]:
     return result.stdout if result.returncode == 0 else None
 
 
-def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """(opcode, operands) in address order, and each label's instruction index."""
-    instructions, labels = [], {}
+def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int], set[int]]:
+    """(opcode, operands) in address order, each label's instruction index, and the
+    indices of the instructions under a predicate (`@P0`, `@!P1`)."""
+    instructions, labels, guarded = [], {}, set()
     for line in sass.splitlines():
         label = _LABEL.match(line)
         if label:
@@ -117,8 +118,26 @@ def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
             continue
         instruction = _INSTRUCTION.match(line)
         if instruction:
-            instructions.append((instruction.group(1), instruction.group(2)))
-    return instructions, labels
+            if instruction.group(1) and instruction.group(1).strip() not in ("@PT", "@UPT"):
+                guarded.add(len(instructions))
+            instructions.append((instruction.group(2), instruction.group(3)))
+    return instructions, labels, guarded
+
+
+def _slow_paths(instructions: Sequence[tuple[str, str]], labels: dict[str, int],
+                guarded: set[int], loops: Sequence[tuple[int, int]]) -> set[int]:
+    """Instructions a conditional forward branch skips where what it skips holds a loop: a
+    math call's slow path, run for arguments a kernel rarely sees. sinf's Payne-Hanek
+    reduction for |x| >= 105615 is a loop over a table, inlined once per element a thread
+    holds: of exp(-|x|) * sin(x)'s 80 instructions an element (H200, Triton 3.6) most are
+    that reduction, which the kernel's inputs never reach."""
+    slow: set[int] = set()
+    for index, (opcode, operands) in enumerate(instructions):
+        target = _TARGET.search(operands) if opcode.startswith("BRA") else None
+        end = labels.get(target.group(1), -1) if target and index in guarded else -1
+        if end > index and any(index < start and stop < end for start, stop in loops):
+            slow.update(range(index + 1, end))
+    return slow
 
 
 def _registers(operand: str) -> set[int]:
@@ -212,7 +231,7 @@ def _loop(body: Sequence[tuple[str, str]]) -> LoopCode:
 @functools.lru_cache(maxsize=256)
 def loop_code(sass: str) -> Optional[MachineCode]:
     """The tile loop and its chunk loops in a kernel's SASS; None without a loop."""
-    instructions, labels = _instructions(sass)
+    instructions, labels, guarded = _instructions(sass)
     loops = sorted({(labels[target.group(1)], index)
                     for index, (opcode, operands) in enumerate(instructions)
                     if opcode.startswith("BRA") and (target := _TARGET.search(operands))
@@ -220,14 +239,17 @@ def loop_code(sass: str) -> Optional[MachineCode]:
     if not loops:
         return None
     tile = max(loops, key=lambda loop: loop[1] - loop[0])
+    slow = _slow_paths(instructions, labels, guarded, loops)
     innermost = [loop for loop in loops if loop != tile and not any(
         other != loop and loop[0] <= other[0] and other[1] <= loop[1] for other in loops)]
     chunk_loops = [loop for loop in innermost if tile[0] <= loop[0] and loop[1] <= tile[1]
-                   and _loads(instructions[loop[0]:loop[1] + 1])]
+                   and loop[0] not in slow and _loads(instructions[loop[0]:loop[1] + 1])]
     inside = {index for start, end in chunk_loops for index in range(start, end + 1)}
-    rest = [instructions[i] for i in range(tile[0], tile[1] + 1) if i not in inside]
-    return MachineCode(tuple(_loop(instructions[start:end + 1]) for start, end in chunk_loops),
-                       _loop(rest))
+
+    def taken(start: int, end: int, skip: set[int]) -> list[tuple[str, str]]:
+        return [instructions[i] for i in range(start, end + 1) if i not in skip]
+    return MachineCode(tuple(_loop(taken(start, end, slow)) for start, end in chunk_loops),
+                       _loop(taken(tile[0], tile[1], inside | slow)))
 
 
 class ChunkLoop(NamedTuple):

@@ -58,6 +58,15 @@ ROUND_TRIPS_PER_LOAD = 0.375
 # Instructions a warp issues per element of a thread and step (WORD_STEPS per word moved)
 # where no binary says: the median of 5,382 chunk loops' binaries (10th-90th pct 0.25-1.2).
 INSTRUCTIONS_PER_STEP = 0.5
+# Instructions a warp issues a tile of a tile-level phase where no binary says: so many a
+# tile, and per element of a thread so many, and so many per expf-equivalent call and per
+# division on its chain (a call's chain weight and its instruction count go together:
+# tanhf 6.7 expf's, 24 instructions). Fitted (relative least squares) to the tile bodies of
+# 560 plans' H200 binaries (calibration, ceiling search and suite; Triton 3.6), whose
+# counts ncu's executed counts match (16 launches, 1.00-1.04x): estimate over binary,
+# median 0.97, 10th-90th percentile 0.56-1.22 (INSTRUCTIONS_PER_STEP's per-step rule:
+# 0.34-2.6; 7x too many for x * y + z, a third of tanh's).
+TILE_INSTRUCTIONS = {"tile": 8.9, "element": 3.4, "expf": 3.9, "division": 12.4}
 
 
 def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
@@ -77,6 +86,8 @@ class Term:
     field: str
     meaning: str
     rate: bool = False  # the field is a rate (bytes/s), its time goes as 1 / field
+    # False: measured directly (the device copy ceiling), which `calibrate.fit` keeps
+    fitted: bool = True
 
 
 TERMS: tuple[Term, ...] = (
@@ -116,7 +127,8 @@ TERMS: tuple[Term, ...] = (
          "touch, on one SM"),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
-    Term("mem_bandwidth", "DRAM bytes per second (device-wide bound)", rate=True),
+    Term("mem_bandwidth", "DRAM bytes per second (device-wide bound): the measured copy "
+         "ceiling, not fitted", rate=True, fitted=False),
 )
 
 
@@ -333,14 +345,18 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
     accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
     slots = in_flight_vectors(facts, spec)
-    # The binary's waits a tile where it was read (a gather's are its index's and its own)
-    if phase.round_trips:
-        round_trips = max(1.0, phase.round_trips / max(1, phase.load_depth))
+    # The binary's waits a tile where it was read (a gather's are its index's and its own).
+    # A wait across a block barrier is spent mostly reducing, unless it is the tile's
+    # first: nothing ran before that one (a transpose's load, waited for after the barrier
+    # guarding its shared memory, is all of its tile's waits).
+    waits = phase.round_trips + phase.late_round_trips
+    late = min(phase.late_round_trips, max(0.0, waits - 1))
+    if waits:
+        round_trips = max(1.0, (waits - late) / max(1, phase.load_depth))
     else:
         round_trips = max(1.0, accesses / slots) if slots > 0 else 1.0
     further = sum(latency.values()) * (round_trips - 1)
-    latency["l2_latency_s"] = latency.get("l2_latency_s", 0.0) + \
-        phase.late_round_trips * spec.l2_latency_s
+    latency["l2_latency_s"] = latency.get("l2_latency_s", 0.0) + late * spec.l2_latency_s
     return {**latency,
             **_smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
 
@@ -354,10 +370,16 @@ def _issue_steps(phase: PhaseFacts) -> float:
 
 
 def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """Instructions a warp issues per iteration of a phase where no binary says
-    (INSTRUCTIONS_PER_STEP per element of a thread and step)."""
+    """Instructions a warp issues per iteration of a phase where no binary says: a chunk
+    loop's INSTRUCTIONS_PER_STEP per element of a thread and step, a tile's by
+    TILE_INSTRUCTIONS."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
-    return INSTRUCTIONS_PER_STEP * per_thread * _issue_steps(phase)
+    if phase.looped:
+        return INSTRUCTIONS_PER_STEP * per_thread * _issue_steps(phase)
+    count = TILE_INSTRUCTIONS
+    return count["tile"] + per_thread * (count["element"] + count["expf"] *
+                                         phase.transcendental_steps +
+                                         count["division"] * phase.divisions)
 
 
 def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,

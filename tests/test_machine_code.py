@@ -184,3 +184,33 @@ def test_unrolled_chunk_loops_take_the_waits_of_their_own_loads():
     # where the body's loads are not the unrolled loops' one for one, they share them
     assert [c.round_trips for c in chunk_code(code, [ChunkLoop(1.0, 3, False), normalising])] \
         == pytest.approx([0.6, 0.6])
+
+
+# A pointwise tile calling sinf (cut down from exp(-|x|) * sin(x)): for |x| >= 105615 a
+# branch leads to the Payne-Hanek reduction, a loop reading a table; the fast path skips it.
+SINF = """
+.L_x_3:
+        /*0000*/                   LDG.E R7, desc[UR4][R20.64] ;
+        /*0010*/                   FADD.FTZ R24, |R7|, -RZ ;
+        /*0020*/                   FSETP.GE.AND P0, PT, R24, 105615, PT ;
+        /*0030*/              @!P0 BRA `(.L_x_1) ;
+        /*0040*/                   IMAD.MOV.U32 R14, RZ, RZ, RZ ;
+.L_x_2:
+        /*0050*/                   LDG.E.CONSTANT R2, desc[UR4][R16.64] ;
+        /*0060*/                   IMAD.WIDE.U32 R14, R2, R0, R14 ;
+        /*0070*/               @P0 BRA `(.L_x_2) ;
+        /*0080*/                   FSEL R22, -R14, R14, !P1 ;
+.L_x_1:
+        /*0090*/                   FMUL R16, R22, R7 ;
+        /*00a0*/                   STG.E desc[UR4][R18.64], R16 ;
+        /*00b0*/              @!P1 BRA `(.L_x_3) ;
+        /*00c0*/                   EXIT ;
+"""
+
+
+def test_a_math_calls_slow_path_is_not_what_a_tile_issues():
+    code = loop_code(SINF)
+    # the table loop is no chunk loop, and the tile issues its fast path alone: the load,
+    # the test, the branch around the slow path, the multiply, the store and the back edge
+    assert code == MachineCode((), LoopCode(1, 1.0, stores=1, instructions=7,
+                                            load_waits=(1.0,)))
