@@ -129,7 +129,7 @@ def _slow_paths(instructions: Sequence[tuple[str, str]], labels: dict[str, int],
     """Instructions a conditional forward branch skips where what it skips holds a loop: a
     math call's slow path, run for arguments a kernel rarely sees. sinf's Payne-Hanek
     reduction for |x| >= 105615 is a loop over a table, inlined once per element a thread
-    holds: of exp(-|x|) * sin(x)'s 80 instructions an element (H200, Triton 3.6) most are
+    holds: of exp(-|x|) * sin(x)'s 80 instructions an element (H200, Triton 3.6) half are
     that reduction, which the kernel's inputs never reach."""
     slow: set[int] = set()
     for index, (opcode, operands) in enumerate(instructions):
