@@ -44,6 +44,7 @@ _COPY_BARRIER = "LDGDEPBAR"
 _BLOCK_BARRIER = "BAR.SYNC"  # bar.sync: every warp of the block (a cross-warp reduction)
 _LOCAL = ("LDL", "STL")
 _GLOBAL_STORE = "STG"
+_SYMBOL_BANK = "c[0x4]"  # constant bank of the module's global symbols (libdevice's tables)
 # Instructions whose first operand is read, not written.
 _NO_DESTINATION = ("ST", "RED", "ATOM", "BAR", "BRA", "EXIT", "RET", "CALL", "WARPSYNC",
                    "BSYNC", "BSSY", "NOP", "MEMBAR", "DEPBAR", "ERRBAR")
@@ -126,16 +127,20 @@ def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int], set
 
 def _slow_paths(instructions: Sequence[tuple[str, str]], labels: dict[str, int],
                 guarded: set[int], loops: Sequence[tuple[int, int]]) -> set[int]:
-    """Instructions a conditional forward branch skips where what it skips holds a loop: a
-    math call's slow path, run for arguments a kernel rarely sees. sinf's Payne-Hanek
-    reduction for |x| >= 105615 is a loop over a table, inlined once per element a thread
-    holds: of exp(-|x|) * sin(x)'s 80 instructions an element (H200, Triton 3.6) half are
-    that reduction, which the kernel's inputs never reach."""
+    """Instructions a conditional forward branch skips where what it skips is a loop over a
+    global table (its address from constant bank 4, the module's symbols, where a kernel's
+    own pointers are its parameters, bank 0): a math call's slow path, run for arguments a
+    kernel rarely sees. sinf's Payne-Hanek reduction for |x| >= 105615 is such a loop,
+    inlined once per element a thread holds: of exp(-|x|) * sin(x)'s 80 instructions an
+    element (H200, Triton 3.6) half are that reduction, which the kernel's inputs never
+    reach. A chunk loop whose trip count is a kernel argument is skipped by such a branch
+    too (when it runs no chunk), but reads no table."""
     slow: set[int] = set()
     for index, (opcode, operands) in enumerate(instructions):
         target = _TARGET.search(operands) if opcode.startswith("BRA") else None
         end = labels.get(target.group(1), -1) if target and index in guarded else -1
-        if end > index and any(index < start and stop < end for start, stop in loops):
+        if end > index and any(index < start and stop < end for start, stop in loops) and \
+                any(_SYMBOL_BANK in operands for _, operands in instructions[index + 1:end]):
             slow.update(range(index + 1, end))
     return slow
 

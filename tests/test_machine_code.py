@@ -194,7 +194,7 @@ SINF = """
         /*0010*/                   FADD.FTZ R24, |R7|, -RZ ;
         /*0020*/                   FSETP.GE.AND P0, PT, R24, 105615, PT ;
         /*0030*/              @!P0 BRA `(.L_x_1) ;
-        /*0040*/                   IMAD.MOV.U32 R14, RZ, RZ, RZ ;
+        /*0040*/                   ULDC.64 UR6, c[0x4][0x8] ;
 .L_x_2:
         /*0050*/                   LDG.E.CONSTANT R2, desc[UR4][R16.64] ;
         /*0060*/                   IMAD.WIDE.U32 R14, R2, R0, R14 ;
@@ -214,3 +214,29 @@ def test_a_math_calls_slow_path_is_not_what_a_tile_issues():
     # the test, the branch around the slow path, the multiply, the store and the back edge
     assert code == MachineCode((), LoopCode(1, 1.0, stores=1, instructions=7,
                                             load_waits=(1.0,)))
+
+
+# A chunk loop whose trip count is a kernel argument (a dynamic shape's reduction): ptxas
+# guards it with a branch around it for when it runs no chunk, as a slow path is guarded.
+GUARDED = """
+.L_x_2:
+        /*0000*/                   IMAD.MOV.U32 R2, RZ, RZ, RZ ;
+        /*0010*/              @!P0 BRA `(.L_x_0) ;
+        /*0020*/                   ULDC.64 UR6, c[0x0][0x210] ;
+.L_x_1:
+        /*0030*/                   LDG.E R4, desc[UR4][R20.64] ;
+        /*0040*/                   FADD R2, R4, R2 ;
+        /*0050*/              @!P1 BRA `(.L_x_1) ;
+.L_x_0:
+        /*0060*/                   STG.E desc[UR4][R16.64], R2 ;
+        /*0070*/              @!P2 BRA `(.L_x_2) ;
+        /*0080*/                   EXIT ;
+"""
+
+
+def test_a_guarded_chunk_loop_is_no_slow_path():
+    code = loop_code(GUARDED)
+    # it reads the kernel's own data (its pointer a parameter, constant bank 0): still a
+    # chunk loop, and the tile keeps its store
+    assert code.chunk_loops == (LoopCode(1, 1.0, instructions=3, load_waits=(1.0,)),)
+    assert code.tile_body.stores == 1
