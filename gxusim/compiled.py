@@ -19,6 +19,7 @@ import dataclasses
 
 from .machine_code import ChunkLoop, chunk_code
 from .launch_facts import LaunchFacts, PhaseFacts
+from .perf_model import estimated_instructions
 from .residency import residency
 from .spec import HardwareSpec
 from .triton_launch import Resources
@@ -74,9 +75,10 @@ def with_machine_code(facts: LaunchFacts, spec: HardwareSpec, binary: Resources)
     if not looped:
         return tuple(facts.phases)
     threads = facts.num_warps * spec.warp_size
-    found = chunk_code(binary.code, [ChunkLoop(facts.phases[i].load_accesses / threads,
-                                               facts.phases[i].iterations,
-                                               facts.phases[i].store_bytes > 0) for i in looped])
+    found = chunk_code(binary.code, [
+        ChunkLoop(facts.phases[i].load_accesses / threads, facts.phases[i].iterations,
+                  facts.phases[i].store_bytes > 0,
+                  estimated_instructions(facts.phases[i], facts, spec)) for i in looped])
     phases = list(facts.phases)
     for i, chunk in zip(looped, found):
         if chunk is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import re
 import shutil
@@ -262,6 +263,9 @@ class ChunkLoop(NamedTuple):
     loads: float  # load instructions a thread issues per chunk
     chunks: int  # chunks per tile
     stores: bool  # whether it stores (layernorm's normalising pass; not its statistics pass)
+    # A warp's instructions per chunk as estimated from the source (0: unknown): what tells
+    # apart two loops that load alike (softmax's sum pass calls exp, its max pass does not).
+    instructions: float = 0.0
 
 
 class ChunkCode(NamedTuple):
@@ -283,23 +287,38 @@ def chunk_code(code: MachineCode, loops: Sequence[ChunkLoop]) -> tuple[Optional[
     A loop of the machine code is a chunk loop's when it issues between one and all of that
     loop's chunks' loads a pass, and stores where that loop stores; chunk loops left without
     one were unrolled into the tile loop's body and share its waits, spills and instructions
-    by their loads. Where ptxas kept some of a tile's chunk loops and unrolled others,
-    nothing is found if two of them look alike (softmax's max and sum passes load alike and
-    store nothing): which one was kept, the machine code cannot tell."""
+    by their loads. Where ptxas kept some of a tile's chunk loops and unrolled others, and
+    two of them look alike (softmax's max and sum passes load alike and store nothing), the
+    kept loop is the one whose estimated instructions are nearest its own; without
+    estimates nothing is found: which one was kept, loads and stores cannot tell."""
     found: list[Optional[ChunkCode]] = [None] * len(loops)
     signatures = [(loop.stores, round(loop.loads, 3)) for loop in loops]
-    if code.chunk_loops and len(code.chunk_loops) != len(loops) and \
-            len(set(signatures)) < len(signatures):
+    ambiguous = code.chunk_loops and len(code.chunk_loops) != len(loops) and \
+        len(set(signatures)) < len(signatures)
+    if ambiguous and not all(loop.instructions for loop in loops):
         return tuple(found)
+
+    def unrolled(machine: LoopCode, source: ChunkLoop) -> float:
+        return machine.loads / source.loads if source.loads else 0.0
+
+    def matches(machine: LoopCode, source: ChunkLoop) -> bool:
+        return 0.9 <= unrolled(machine, source) <= source.chunks + 0.01 and \
+            (machine.stores > 0) == source.stores
+
+    def distance(machine: LoopCode, index: int) -> float:
+        per_chunk = machine.instructions / unrolled(machine, loops[index])
+        return abs(math.log(max(per_chunk, 1.0) / max(loops[index].instructions, 1.0)))
+
     index = 0
     for machine in code.chunk_loops:
-        while index < len(loops):
-            source = loops[index]
-            unrolled = machine.loads / source.loads if source.loads else 0.0
-            index += 1
-            if 0.9 <= unrolled <= source.chunks + 0.01 and (machine.stores > 0) == source.stores:
-                found[index - 1] = _per_chunk(machine, 1 / unrolled)
-                break
+        candidates = [i for i in range(index, len(loops)) if matches(machine, loops[i])]
+        if not candidates:
+            index = len(loops)
+            continue
+        alike = [i for i in candidates if signatures[i] == signatures[candidates[0]]]
+        chosen = min(alike, key=lambda i: distance(machine, i)) if ambiguous else candidates[0]
+        found[chosen] = _per_chunk(machine, 1 / unrolled(machine, loops[chosen]))
+        index = chosen + 1
     rest = [i for i, known in enumerate(found) if known is None]
     per_tile = sum(loops[i].loads * loops[i].chunks for i in rest)
     if not code.tile_body.loads or not per_tile:

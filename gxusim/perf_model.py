@@ -55,17 +55,24 @@ LIVE_PER_CARRIED = 2.5
 # the ceiling search's plans, benchmarks/registers.py; 10th-90th percentile 0.14-1.06, by
 # how far ptxas unrolled the loop and how many loads its registers kept in flight).
 ROUND_TRIPS_PER_LOAD = 0.375
-# Instructions a warp issues per element of a thread and step (WORD_STEPS per word moved)
-# where no binary says: the median of 5,382 chunk loops' binaries (10th-90th pct 0.25-1.2).
-INSTRUCTIONS_PER_STEP = 0.5
+# Instructions a warp issues per chunk of a chunk loop where no binary says: so many a
+# chunk, and per element of a thread so many, per dependent arithmetic step and per
+# expf-equivalent call; per 16-byte load a thread copies asynchronously (a pipelined loop's
+# copy, its wait and its read back from shared memory), per 16-byte store, and per run
+# narrower than a vector (a scalar copy each). Fitted (relative least squares) to the chunk
+# loops of 5,270 plans' H200 binaries (calibration, ceiling search and suite; Triton 3.6):
+# estimate over binary, median 0.90, 10th-90th percentile 0.38-1.29 (one rate per element
+# and step: 0.41-1.98). What is left is ptxas's: how far it unrolls a loop.
+LOOP_INSTRUCTIONS = {"chunk": 2.95, "element": 1.11, "step": 0.54, "expf": 7.6,
+                     "copied_load": 4.3, "store": 8.3, "narrow_run": 1.45}
 # Instructions a warp issues a tile of a tile-level phase where no binary says: so many a
 # tile, and per element of a thread so many, and so many per expf-equivalent call and per
 # division on its chain (a call's chain weight and its instruction count go together:
 # tanhf 6.7 expf's, 24 instructions). Fitted (relative least squares) to the tile bodies of
 # 560 plans' H200 binaries (calibration, ceiling search and suite; Triton 3.6), whose
 # counts ncu's executed counts match (16 launches, 1.00-1.04x): estimate over binary,
-# median 0.97, 10th-90th percentile 0.56-1.22 (INSTRUCTIONS_PER_STEP's per-step rule:
-# 0.34-2.6; 7x too many for x * y + z, a third of tanh's).
+# median 0.97, 10th-90th percentile 0.56-1.22 (a per-step rule like the
+# chunk loops' old one: 0.34-2.6; 7x too many for x * y + z, a third of tanh's).
 TILE_INSTRUCTIONS = {"tile": 8.9, "element": 3.4, "expf": 3.9, "division": 12.4}
 
 
@@ -110,7 +117,7 @@ TERMS: tuple[Term, ...] = (
     Term("warp_instruction_s", "a chunk loop: per instruction of one warp, issued one after "
          "another (what the warp's own dependences leave unhidden)"),
     Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
-         "instructions: its binary's, else INSTRUCTIONS_PER_STEP per element and step)"),
+         "instructions: its binary's, else LOOP_INSTRUCTIONS' estimate)"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
          "SM's issue rate"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
@@ -333,7 +340,10 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
-            waits = phase.round_trips or queued * per_thread * ROUND_TRIPS_PER_LOAD
+            # A loop that runs once has no later chunk to overlap its waits with: a gather's
+            # table load waits for its index, so at least one wait per level of loads.
+            waits = phase.round_trips or max(queued * per_thread * ROUND_TRIPS_PER_LOAD,
+                                             phase.load_depth if steps == 1 else 0)
             loads = {**_round_trips("loop_round_trip_s",
                                     spec.loop_round_trip_s * steps * waits * uncached, reused,
                                     spec),
@@ -371,11 +381,18 @@ def _issue_steps(phase: PhaseFacts) -> float:
 
 def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
     """Instructions a warp issues per iteration of a phase where no binary says: a chunk
-    loop's INSTRUCTIONS_PER_STEP per element of a thread and step, a tile's by
-    TILE_INSTRUCTIONS."""
-    per_thread = phase.elements / (facts.num_warps * spec.warp_size)
+    loop's by LOOP_INSTRUCTIONS, a tile's by TILE_INSTRUCTIONS."""
+    threads = facts.num_warps * spec.warp_size
+    per_thread = phase.elements / threads
     if phase.looped:
-        return INSTRUCTIONS_PER_STEP * per_thread * _issue_steps(phase)
+        count = LOOP_INSTRUCTIONS
+        copied = phase.load_accesses or phase.load_bytes / 4 \
+            if pipelined(phase.pipeline_stages, phase.iterations) else 0.0
+        return count["chunk"] + per_thread * (
+            count["element"] + count["step"] * phase.arithmetic_steps +
+            count["expf"] * phase.transcendental_steps) + (
+            count["copied_load"] * copied + count["store"] * phase.store_bytes / VECTOR_BYTES +
+            count["narrow_run"] * phase.narrow_runs) / threads
     count = TILE_INSTRUCTIONS
     return count["tile"] + per_thread * (count["element"] + count["expf"] *
                                          phase.transcendental_steps +

@@ -154,8 +154,12 @@ def test_stores_tell_apart_chunk_loops_that_load_alike():
     # the kept loop is the pass that stores; the other one's two chunks share the tile body
     assert chunk_code(code, [statistics, normalising]) == (
         ChunkCode(0.5, 0.0, 2.0), ChunkCode(1.0, 0.0, 4.0))
-    # two passes alike, one kept: which one, the machine code cannot tell
+    # two passes alike, one kept: which one, loads and stores cannot tell ...
     assert chunk_code(code, [normalising, normalising]) == (None, None)
+    # ... the instructions estimated for each can: the kept loop issues 4 a pass
+    light, heavy = normalising._replace(instructions=5.0), normalising._replace(instructions=40.0)
+    assert chunk_code(code, [heavy, light])[1] == ChunkCode(1.0, 0.0, 4.0)
+    assert chunk_code(code, [light, heavy])[0] == ChunkCode(1.0, 0.0, 4.0)
 
 
 # Both of a layernorm's passes unrolled into the tile body: the statistics pass issues its

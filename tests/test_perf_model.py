@@ -616,8 +616,7 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
     sum's (96 a warp a chunk at 16 warps, 64 KB chunks streaming ~100 GB/s per SM on the
     H200) hide behind its copies; a column amax's (369 at 8 warps, its NaN checks, 66-72
     GB/s) outlast them, a warp issuing its own one after another (warp_instruction_s), and
-    then set the time. As many as the binary issues, else INSTRUCTIONS_PER_STEP per element
-    and step of a thread."""
+    then set the time. As many as the binary issues, else LOOP_INSTRUCTIONS' estimate."""
     spec = gxusim.load_spec("gxu-on-h200")
     facts = _facts(spec, ROW_SUM, {"XBLOCK": 128, "R0_BLOCK": 128}, 8, 32, 32768,
                    1e6, chunks=32)
@@ -642,8 +641,9 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
     # a warp's own instruction stream binds where the SM's issue rate does not
     slow_warp = spec.replace(warp_instruction_s=10 * threads * spec.sm_flop_s)
     assert predict_seconds(issuing(many), slow_warp) > 5 * predict_seconds(issuing(many), spec)
+    piped = dataclasses.replace(loop, pipeline_stages=4)
     assert predict_seconds(issuing(None), spec) == pytest.approx(predict_seconds(
-        issuing(perf_model.estimated_instructions(loop, facts, spec)), spec))
+        issuing(perf_model.estimated_instructions(piped, facts, spec)), spec))
 
 
 def test_an_unpipelined_loops_warp_issues_its_instructions_one_after_another():
@@ -749,6 +749,29 @@ def test_a_tiles_instructions_are_its_binarys_else_estimated_from_its_calls():
     # threads' chains
     added = breakdown(more, spec)["sm_flop_s"] - breakdown(gelu, spec)["sm_flop_s"]
     assert added > 0.5 * 96 * (4000 - estimate[0]) * 16 * spec.warp_size * spec.sm_flop_s
+
+
+def test_a_chunk_loops_instructions_are_estimated_from_its_loads_calls_and_runs():
+    """Without a binary, LOOP_INSTRUCTIONS estimates a chunk's instructions: its elements'
+    steps and math calls, and its asynchronous copies where pipelined. The estimate also
+    tells apart two passes ptxas compiled alike but for their arithmetic: softmax 2048 x
+    32768 in chunks of 8192 on 4 warps (H200, Triton 3.6) kept its sum pass as a loop
+    (678 instructions a chunk) and unrolled its max pass into the tile loop (1,101 for four
+    chunks); the normalising pass, which stores, is the other loop (901)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": 1, "R0_BLOCK": 8192}, 4, 32, 2048, 1e6,
+                   chunks=4)
+    top, maximum, total, normalise = facts.phases
+    estimate = [perf_model.estimated_instructions(p, facts, spec) for p in (maximum, total)]
+    assert estimate[1] == pytest.approx(678, rel=0.25) and estimate[1] > 3 * estimate[0]
+    copied = dataclasses.replace(total, pipeline_stages=3)
+    assert perf_model.estimated_instructions(copied, facts, spec) > estimate[1]
+    code = MachineCode((LoopCode(16, 5.0, instructions=678),
+                        LoopCode(16, 2.0, stores=16, instructions=901)),
+                       LoopCode(64, 5.0, instructions=1101))
+    read = with_machine_code(facts, spec, Resources(0, 158, 0, code))
+    assert [p.issued for p in read[1:]] == [1101 / 4, 678, 901]
+    assert [p.round_trips for p in read[1:]] == [5 / 4, 5.0, 2.0]
 
 
 def test_a_tiles_only_wait_is_a_full_round_trip_even_after_a_barrier():
