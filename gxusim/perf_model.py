@@ -386,7 +386,7 @@ def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: Hardware
     per_thread = phase.elements / threads
     if phase.looped:
         count = LOOP_INSTRUCTIONS
-        copied = phase.load_accesses or phase.load_bytes / 4 \
+        copied = (phase.load_accesses or phase.load_bytes / 4) \
             if pipelined(phase.pipeline_stages, phase.iterations) else 0.0
         return count["chunk"] + per_thread * (
             count["element"] + count["step"] * phase.arithmetic_steps +
