@@ -131,7 +131,10 @@ TERMS: tuple[Term, ...] = (
     Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
          "through its L1", rate=True),
     Term("run_issue_s", "a chunk: per contiguous run shorter than an L1 line its loads "
-         "touch, on one SM"),
+         "touch, on one SM (a pipelined chunk's narrow runs: narrow_run_s)"),
+    Term("narrow_run_s", "a pipelined chunk: per run narrower than a 16-byte vector (its "
+         "own copy through the L1), on one SM; measured by benchmarks/narrow_runs.py, not "
+         "fitted", fitted=False),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound): the measured copy "
@@ -313,19 +316,31 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         lines = l1_cache_bytes(facts, spec) / L1_LINE_BYTES
         narrow = {"pipeline_latency_s": sharing * phase.narrow_runs * spec.pipeline_latency_s
                   / max(1.0, lines)} if phase.narrow_runs and lines < math.inf else {}
+        # Each such copy also takes the SM's L1 a turn (0.6 ns on the H200, whatever the
+        # op or the row stride: benchmarks/narrow_runs.py): a bound of its own, which the
+        # lines bound meets where little L1 is left. A run of whole vectors pays
+        # run_issue_s on top of its copy.
+        issue = {"narrow_run_s": sharing * phase.narrow_runs * spec.narrow_run_s} \
+            if phase.narrow_runs else {}
+        vector_runs = {"run_issue_s": steps * sharing * (phase.short_runs - phase.narrow_runs) *
+                       spec.run_issue_s}
         work = {f: t / steps for f, t in (arithmetic or {}).items()}  # a chunk's
         first = {**trip, "async_copy_bandwidth": copy, **work}
         overlapped = _smooth_max_by_field({f: t / ahead for f, t in first.items()},
-                                          {"async_copy_bandwidth": copy}, work, narrow)
+                                          {"async_copy_bandwidth": copy}, work, narrow,
+                                          issue)
         # A tile's first chunk lands with the prologue's S - 1 (issued at once, served
         # interleaved): it waits for their data too (a narrow run's other sectors: L2
         # hits). Row sum 32768 x 4096, 64 KB chunks S = 4: 2.4 us a tile + 0.6 a chunk.
+        # Its narrow copies are issued before it waits: a column tile costs ~0.9 us more
+        # than its runs (benchmarks/narrow_runs.py).
         prologue = (min(ahead, steps) - 1) * _seconds_at(spec.async_copy_bandwidth,
                                                           sharing * phase.load_bytes)
-        start = {**first, "async_copy_bandwidth": copy + prologue}
+        start = _smooth_max_by_field({**first, "async_copy_bandwidth": copy + prologue,
+                                      **issue}, narrow)
         terms = {f: start.get(f, 0.0) + (steps - 1) * overlapped.get(f, 0.0)
                  for f in {**start, **overlapped}}
-        terms.update(runs)
+        terms.update(vector_runs)
         # A gather's dependent load waits for the index it reads: not pipelined.
         index_trips = _round_trips("memory_latency_s", steps * spec.memory_latency_s *
                                    max(0, phase.load_depth - 1), reused, spec)

@@ -54,6 +54,7 @@ class HardwareSpec:
     spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
+    narrow_run_s: float = 6.1e-10  # a pipelined chunk: per run narrower than a vector, on one SM
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
@@ -96,7 +97,8 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
                 "warp_instruction_s", "sm_transcendental_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "async_copy_bandwidth", "run_issue_s", "spill_s", "spill_bandwidth",
+                "async_copy_bandwidth", "run_issue_s", "narrow_run_s", "spill_s",
+                "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 
 

@@ -959,19 +959,51 @@ def test_a_column_chunk_moves_whole_sectors_and_loads_element_by_element():
     # whole lines
     assert (row.short_runs, column.short_runs) == (0, 1024)
     spec = gxusim.load_spec("gxu-on-h200")
-    # each run shorter than a line goes through the SM's L1 on its own, copied (pipelined)
-    # or loaded: 4 chunks of 1024 runs a tile, 16 tiles, on top of the chunk's waits or
-    # copies; a run of whole lines costs its bytes alone
-    for stages in (3, 1):
-        facts = [LaunchFacts(32, 4, 16, 4096, 1e5, 1, phases=launch_phases(
-            source, blocks, 4, stages=stages)) for source in (ROW_SUM, COL_SUM)]
-        runs = [breakdown(f, spec)["run_issue_s"] for f in facts]
-        assert runs == pytest.approx([0.0, 16 * 4 * 1024 * spec.run_issue_s])
-        free = spec.replace(run_issue_s=0.0)
-        assert predict_seconds(facts[1], spec) == pytest.approx(
-            predict_seconds(facts[1], free) + runs[1])
+    # each run shorter than a line goes through the SM's L1 on its own, loaded: 4 chunks of
+    # 1024 runs a tile, 16 tiles, on top of the chunk's waits; a run of whole lines costs
+    # its bytes alone
+    facts = [LaunchFacts(32, 4, 16, 4096, 1e5, 1, phases=launch_phases(source, blocks, 4))
+             for source in (ROW_SUM, COL_SUM)]
+    runs = [breakdown(f, spec)["run_issue_s"] for f in facts]
+    assert runs == pytest.approx([0.0, 16 * 4 * 1024 * spec.run_issue_s])
+    free = spec.replace(run_issue_s=0.0)
+    assert predict_seconds(facts[1], spec) == pytest.approx(
+        predict_seconds(facts[1], free) + runs[1])
     assert predict_seconds(_facts(spec, COL_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec) > \
         2 * predict_seconds(_facts(spec, ROW_SUM, blocks, 4, 32, 4096, 4 * 4096 * 4096, 4), spec)
+
+
+def test_a_pipelined_chunks_narrow_copies_each_take_the_l1_a_turn():
+    """Copied (pipelined), each 4-byte run of a column chunk is its own copy through the
+    L1: narrow_run_s each (0.61 ns on the H200, measured), a bound of the chunk's own beside
+    its L1 lines' round trips, not added to them; the tile's first chunk issues its copies
+    before it waits (a column tile of 4096 rows costs 0.83 ns a run, of 16384 0.66:
+    benchmarks/narrow_runs.py). A run of whole vectors still pays run_issue_s on top."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    blocks = {"XBLOCK": 1, "R0_BLOCK": 1024}
+
+    def column_tile(rows, **changes):
+        chunks = rows // 1024
+        facts = LaunchFacts(32, 8, 128, 1024 * chunks, 1e5, 1, phases=launch_phases(
+            COL_SUM, blocks, chunks, stages=4))
+        return predict_seconds(facts, spec.replace(**changes)) - spec.launch_overhead_s
+    per_run = {rows: column_tile(rows) / (128 * rows) for rows in (4096, 16384)}
+    assert per_run[16384] == pytest.approx(0.66e-9, rel=0.2)
+    assert per_run[4096] > 1.1 * per_run[16384]  # a tile's start weighs on fewer runs
+    # issue-bound: twice the price a run, about twice the time; the lines' round trips,
+    # where L1 is plenty, no more than the larger of the two
+    slow = column_tile(16384, narrow_run_s=2 * spec.narrow_run_s)
+    assert 1.7 * column_tile(16384) < slow < 2.1 * column_tile(16384)
+    assert breakdown(LaunchFacts(32, 8, 128, 16384, 1e5, 1, phases=launch_phases(
+        COL_SUM, blocks, 16, stages=4)), spec)["run_issue_s"] == 0.0
+    # runs of two 16-byte vectors (8 columns) are no narrow copies: run_issue_s, added
+    wide = LaunchFacts(32, 8, 16, 8 * 16384, 1e5, 1, phases=launch_phases(
+        COL_SUM, {"XBLOCK": 8, "R0_BLOCK": 1024}, 16, stages=4))
+    loop = next(p for p in wide.phases if p.looped)
+    assert loop.narrow_runs == 0 and loop.short_runs == 1024
+    assert breakdown(wide, spec)["run_issue_s"] == pytest.approx(
+        16 * 16 * 1024 * spec.run_issue_s)
+    assert breakdown(wide, spec)["narrow_run_s"] == 0.0
 
 
 def test_fit_weighs_each_group_alike_however_many_samples_it_has():
