@@ -18,8 +18,6 @@ import argparse
 import json
 import statistics
 
-import torch
-
 import gxusim
 from gxusim import target as targets
 from gxusim.calibrate import Program, captured_launches
