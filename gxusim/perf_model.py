@@ -16,9 +16,10 @@ smooth max (`_smooth_max`, the 4-norm) where it overlaps:
   or the SM's issue rate), and each contiguous run through the L1;
 * a pipelined chunk loop (`num_stages` > 1 and more than one chunk, `pipelined`): S - 1
   chunks' copies in flight, each chunk the slowest of its transfer, its arithmetic, its
-  narrow copies' wait for the L1 lines shared memory leaves (`l1_cache_bytes`) and its
-  share of a round trip with the transfer and arithmetic, plus its runs; a tile's first
-  chunk waits for the round trip and the prologue's S - 1 chunks' bytes;
+  narrow copies' turns at the L1 (`narrow_run_s`), their wait for the L1 lines shared
+  memory leaves (`l1_cache_bytes`) and its share of a round trip with the transfer and
+  arithmetic, plus its runs of whole vectors; a tile's first chunk issues its narrow
+  copies, then waits for the round trip and the prologue's S - 1 chunks' bytes;
 * register spills (the binary's words, else ptxas's count, else estimated), block
   reductions, rows reduced per warp and scan chunks;
 * round trips for lines other tiles asked for before (a small table gathered over and
