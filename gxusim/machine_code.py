@@ -293,7 +293,7 @@ def chunk_code(code: MachineCode, loops: Sequence[ChunkLoop]) -> tuple[Optional[
     estimates nothing is found: which one was kept, loads and stores cannot tell."""
     found: list[Optional[ChunkCode]] = [None] * len(loops)
     signatures = [(loop.stores, round(loop.loads, 3)) for loop in loops]
-    ambiguous = code.chunk_loops and len(code.chunk_loops) != len(loops) and \
+    ambiguous = bool(code.chunk_loops) and len(code.chunk_loops) != len(loops) and \
         len(set(signatures)) < len(signatures)
     if ambiguous and not all(loop.instructions for loop in loops):
         return tuple(found)
