@@ -167,19 +167,37 @@ def _smooth_max_by_field(*bounds: Mapping[str, float]) -> dict[str, float]:
     return shares
 
 
-def cached_load_bytes(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchFacts,
-                      spec: HardwareSpec) -> float:
-    """Bytes per iteration of a chunk loop that re-reads what an earlier chunk loop of the
-    same tile loaded (softmax's and layernorm's later passes over their rows): they come
-    back from cache, not DRAM, when the tile's rows fit in the program's share of L2."""
+@dataclasses.dataclass(frozen=True)
+class CachedRows:
+    """What a chunk loop re-reads per iteration of the rows an earlier chunk loop of the
+    same tile loaded: its bytes, and the wait for them (`wait_s`: an L2 round trip, or
+    none where the SM's L1 still holds them)."""
+    bytes: float = 0.0
+    wait_s: float = 0.0
+
+
+def cached_rows(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchFacts,
+                spec: HardwareSpec) -> CachedRows:
+    """Softmax's and layernorm's later passes over their rows come back from cache, not
+    DRAM, when the tile's rows fit in the program's share of L2; from the SM's L1 when the
+    earlier loop loaded them through it (unpipelined: its loads cache in L1, where
+    pipelined copies of whole vectors land in shared memory past it) and the rows of every
+    program on the SM fit in the L1 that shared memory leaves. An L1 hit's wait (tens of
+    cycles) is not charged. H200, layernorm bf16 4096x4096 on 8 warps, 8 rows a tile
+    (64 KB), unpipelined: 80 us, predicted 115 at an L2 round trip a wait, 89 at none;
+    the pipelined plans of the same tiles were within 15% already."""
     first = next((p for p in earlier if p.looped and p.load_bytes > 0
                   and p.iterations == phase.iterations), None)
     if not phase.looped or first is None:
-        return 0.0
+        return CachedRows()
     resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
-    if first.iterations * first.load_bytes > spec.l2_bytes / resident:
-        return 0.0
-    return min(phase.load_bytes, first.load_bytes)
+    rows = first.iterations * first.load_bytes
+    if rows > spec.l2_bytes / resident:
+        return CachedRows()
+    in_l1 = not pipelined(first.pipeline_stages, first.iterations) and \
+        programs_per_sm(facts, spec) * rows <= l1_cache_bytes(facts, spec)
+    return CachedRows(min(phase.load_bytes, first.load_bytes),
+                      0.0 if in_l1 else spec.l2_latency_s)
 
 
 def reused_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
@@ -283,7 +301,7 @@ def _seconds_at(rate: float, size: float) -> float:
 
 
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                  sharing: int, cached: float, reused: float,
+                  sharing: int, cached: CachedRows, reused: float,
                   arithmetic: Mapping[str, float] | None = None) -> dict[str, float]:
     """Seconds of a phase's memory traffic per tile, by field (docs/performance-model.md);
     `sharing`: the programs resident on the SM, whose traffic goes through it alike;
@@ -304,12 +322,12 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         # stages - 1 chunks in flight: each chunk after the first takes a share of (round
         # trip + its transfer + its arithmetic), or the transfer alone where the SM's copy
         # rate binds, or its arithmetic alone. Rows an earlier loop of the tile left in L2
-        # come back in an L2 round trip.
+        # come back in a cache's round trip.
         ahead = phase.pipeline_stages - 1
-        hits = cached / phase.load_bytes if phase.load_bytes else 0.0
+        hits = cached.bytes / phase.load_bytes if phase.load_bytes else 0.0
         trip = {**_round_trips("pipeline_latency_s", (1 - hits) * spec.pipeline_latency_s,
                                reused, spec),
-                "l2_latency_s": hits * spec.l2_latency_s} if phase.load_depth else {}
+                "l2_latency_s": hits * cached.wait_s} if phase.load_depth else {}
         # The copies land in shared memory and are read back from it: their own rate.
         copy = _seconds_at(spec.async_copy_bandwidth, moved)
         # A run narrower than a 16-byte vector is copied through L1 (cp.async.ca), holding
@@ -355,7 +373,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             # trip is latency (above), not more words. Cached rows wait an L2 round trip.
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
-            uncached = 1 - cached / phase.load_bytes if phase.load_bytes else 1.0
+            uncached = 1 - cached.bytes / phase.load_bytes if phase.load_bytes else 1.0
             # A loop that runs once has no later chunk to overlap its waits with: a gather's
             # table load waits for its index, so at least one wait per level of loads.
             waits = phase.round_trips or max(queued * per_thread * ROUND_TRIPS_PER_LOAD,
@@ -363,7 +381,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
             loads = {**_round_trips("loop_round_trip_s",
                                     spec.loop_round_trip_s * steps * waits * uncached, reused,
                                     spec),
-                     "l2_latency_s": spec.l2_latency_s * steps * waits * (1 - uncached)}
+                     "l2_latency_s": cached.wait_s * steps * waits * (1 - uncached)}
         return {**_smooth_max_by_field(latency, loads, {"sm_bandwidth": steps * bandwidth}),
                 **runs}
     # A tile's stores hold in-flight slots as its loads do. After the first round trip the
@@ -416,10 +434,11 @@ def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: Hardware
 
 
 def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
-                 sharing: int, cached: float = 0.0, reused: float = 0.0) -> dict[str, float]:
-    """Seconds of one phase per tile, by the spec field that charges them (`cached`: bytes
-    per iteration served from cache, which wait for no DRAM round trip; `reused`: the
-    launch's share of round trips L2 answers, `reused_share`)."""
+                 sharing: int, cached: CachedRows = CachedRows(),
+                 reused: float = 0.0) -> dict[str, float]:
+    """Seconds of one phase per tile, by the spec field that charges them (`cached`: what
+    an earlier loop's rows give back from cache, which waits for no DRAM round trip;
+    `reused`: the launch's share of round trips L2 answers, `reused_share`)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     steps = phase.iterations
     issue_steps = _issue_steps(phase)
@@ -479,7 +498,7 @@ def tile_breakdown(facts: LaunchFacts, spec: HardwareSpec) -> dict[str, float]:
     reused = reused_share(facts, spec)
     total = dict.fromkeys((t.field for t in TERMS), 0.0)
     for index, phase in enumerate(phases):
-        cached = cached_load_bytes(phase, phases[:index], facts, spec)
+        cached = cached_rows(phase, phases[:index], facts, spec)
         for field, seconds in _phase_terms(phase, facts, spec, sharing, cached, reused).items():
             total[field] += seconds
     return total

@@ -499,13 +499,38 @@ def test_a_later_pass_over_rows_that_fit_in_l2_waits_on_l2_not_dram():
                    8 * 2048 * 32768, chunks=64)
     first, *later = [p for p in facts.phases if p.looped]
     # 4 rows of 128 KB per tile: 512 KB, within a 32nd of the H200's 60 MB L2
-    assert [perf_model.cached_load_bytes(p, facts.phases[:i], facts, spec)
-            for i, p in enumerate(facts.phases) if p in later] == [first.load_bytes] * 2
+    assert [perf_model.cached_rows(p, facts.phases[:i], facts, spec)
+            for i, p in enumerate(facts.phases) if p in later] == \
+        [perf_model.CachedRows(first.load_bytes, spec.l2_latency_s)] * 2
     small_l2 = spec.replace(l2_bytes=1 << 20)
     assert predict_seconds(facts, small_l2) > predict_seconds(facts, spec)
     # unpipelined, their waits are L2 round trips: none at all would be faster still
     assert breakdown(facts, spec)["l2_latency_s"] > 0
     assert predict_seconds(facts, spec.replace(l2_latency_s=0.0)) < predict_seconds(facts, spec)
+
+
+def test_a_later_pass_over_rows_the_l1_still_holds_waits_for_no_round_trip():
+    """An unpipelined first pass loads its rows through the SM's L1: where every resident
+    program's rows fit in what shared memory leaves of it, the later passes find them
+    there. Pipelined copies land in shared memory past the L1: L2 gives them back."""
+    spec = gxusim.load_spec("gxu-on-h200")
+
+    def softmax(rows, stages=1):  # rows of 8 KB, 4 chunks a row
+        facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": rows, "R0_BLOCK": 512}, 8, 32,
+                       2048, 8 * 2048 * 2048, chunks=4)
+        if stages > 1:
+            facts = dataclasses.replace(facts, phases=launch_phases(
+                SOFTMAX_LOOPED, {"XBLOCK": rows, "R0_BLOCK": 512}, 4, stages=stages))
+        first, later = [p for p in facts.phases if p.looped][:2]
+        return facts, perf_model.cached_rows(later, (first,), facts, spec)
+
+    held, cached = softmax(8)  # 64 KB a tile, one program an SM: in the 256 KB L1
+    assert cached == perf_model.CachedRows(cached.bytes, 0.0) and cached.bytes > 0
+    assert breakdown(held, spec)["l2_latency_s"] == 0
+    beyond, cached = softmax(64)  # 512 KB a tile: beyond the L1, L2's
+    assert cached.wait_s == spec.l2_latency_s and breakdown(beyond, spec)["l2_latency_s"] > 0
+    _, cached = softmax(8, stages=3)
+    assert cached.wait_s == spec.l2_latency_s and cached.bytes > 0
 
 
 def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
