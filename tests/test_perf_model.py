@@ -531,6 +531,12 @@ def test_a_later_pass_over_rows_the_l1_still_holds_waits_for_no_round_trip():
     assert cached.wait_s == spec.l2_latency_s and breakdown(beyond, spec)["l2_latency_s"] > 0
     _, cached = softmax(8, stages=3)
     assert cached.wait_s == spec.l2_latency_s and cached.bytes > 0
+    # what the later pass loads beside the rows (a layernorm's weight and bias) takes the
+    # L1 too: 64 KB of rows and 4 x 8 KB fit, 4 x 64 KB more do not
+    first, later = [p for p in held.phases if p.looped][:2]
+    for extra, wait in ((8 << 10, 0.0), (64 << 10, spec.l2_latency_s)):
+        weighted = dataclasses.replace(later, load_bytes=later.load_bytes + extra)
+        assert perf_model.cached_rows(weighted, (first,), held, spec).wait_s == wait
 
 
 def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
