@@ -57,6 +57,9 @@ class PhaseFacts:
     late_round_trips: float = 0.0
     spilled_words: Optional[float] = None
     issued: Optional[float] = None  # instructions a warp issues per chunk (None: estimated)
+    # Of load_bytes, what every tile loads alike (indexed by no tile axis: a layernorm's
+    # weight and bias, read again for every row): a cache's after the first tile
+    tile_invariant_bytes: float = 0.0
 
 
 class Phases(list):
@@ -205,7 +208,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
         short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)),
-        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)))
+        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)),
+        tile_invariant_bytes=float(sum(moved(a) for a in loads if not a.axes & {"x", "y"})))
 
 
 def legacy_phase(facts: LaunchFacts) -> PhaseFacts:

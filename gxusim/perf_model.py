@@ -178,30 +178,36 @@ class CachedRows:
 
 def cached_rows(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchFacts,
                 spec: HardwareSpec) -> CachedRows:
-    """Softmax's and layernorm's later passes over their rows come back from cache, not
-    DRAM, when the tile's rows fit in the program's share of L2; from the SM's L1 when the
-    earlier loop loaded them through it (unpipelined: its loads cache in L1, where
-    pipelined copies of whole vectors land in shared memory past it) and the rows of every
-    program on the SM fit in the L1 that shared memory leaves. An L1 hit's wait (tens of
-    cycles) is not charged. H200, layernorm bf16 4096x4096 on 8 warps, 8 rows a tile
-    (64 KB), unpipelined: 80 us, predicted 115 at an L2 round trip a wait, 89 at none;
-    the pipelined plans of the same tiles were within 15% already."""
+    """What a chunk loop loads that a cache gives back: the rows an earlier chunk loop of
+    the same tile loaded (softmax's and layernorm's later passes over their rows), where the
+    tile's rows fit in the program's share of L2, and what every tile loads alike (a
+    layernorm's weight and bias, `PhaseFacts.tile_invariant_bytes`). They come from the
+    SM's L1 when they were loaded through it (unpipelined loads cache in L1, where
+    pipelined copies of whole vectors land in shared memory past it) and every resident
+    program's tile of them fits in the L1 that shared memory leaves; else from L2. An L1
+    hit's wait (tens of cycles) is not charged. H200, layernorm bf16 4096x4096 on 8 warps,
+    8 rows a tile (64 KB), unpipelined: 80 us, predicted 115 at an L2 round trip a wait,
+    89 at none; the pipelined plans of the same tiles were within 15% already."""
+    if not phase.looped:
+        return CachedRows()
     first = next((p for p in earlier if p.looped and p.load_bytes > 0
                   and p.iterations == phase.iterations), None)
-    if not phase.looped or first is None:
-        return CachedRows()
     resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
-    rows = first.iterations * first.load_bytes
-    if rows > spec.l2_bytes / resident:
+    rows = first.iterations * first.load_bytes if first else 0.0
+    reread = min(phase.load_bytes - phase.tile_invariant_bytes,
+                 first.load_bytes - first.tile_invariant_bytes) \
+        if first and rows <= spec.l2_bytes / resident else 0.0
+    cached = reread + phase.tile_invariant_bytes
+    if not cached:
         return CachedRows()
-    reread = min(phase.load_bytes, first.load_bytes)
-    # The L1 holds the rows and what the later pass loads beside them (a layernorm's
-    # weight and bias): 8 rows of 32 KB on one warp, 256 KB with 64 KB of weights, gain
-    # nothing from a 256 KB L1 (704 us against 714 with 28 KB).
-    held = rows + phase.iterations * (phase.load_bytes - reread)
-    in_l1 = not pipelined(first.pipeline_stages, first.iterations) and \
-        programs_per_sm(facts, spec) * held <= l1_cache_bytes(facts, spec)
-    return CachedRows(reread, 0.0 if in_l1 else spec.l2_latency_s)
+    # The L1 holds the rows and what this pass loads beside them: 8 rows of 32 KB on one
+    # warp, 256 KB with 64 KB of weights, gain nothing from a 256 KB L1 (704 us against
+    # 714 with 28 KB, benchmarks/l1_carveout.py).
+    held = (rows if reread else 0.0) + phase.iterations * (phase.load_bytes - reread)
+    through_l1 = not pipelined(phase.pipeline_stages, phase.iterations) and not (
+        reread and pipelined(first.pipeline_stages, first.iterations))
+    in_l1 = through_l1 and programs_per_sm(facts, spec) * held <= l1_cache_bytes(facts, spec)
+    return CachedRows(cached, 0.0 if in_l1 else spec.l2_latency_s)
 
 
 def reused_share(facts: LaunchFacts, spec: HardwareSpec) -> float:

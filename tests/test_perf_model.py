@@ -123,6 +123,23 @@ for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
     tmp13 = (tmp12 / tmp8)
     tl.store(out_ptr2 + (r0_1 + 32768*x0), tmp13, None)
 """, reduction=True)
+SCALED_ROWS = _kernel("scaled_rows", {"in_ptr0": "fp32", "in_ptr1": "fp32", "out_ptr0": "fp32"}, """
+xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+r0_base = tl.arange(0, R0_BLOCK)[None, :]
+x0 = xindex
+_tmp2 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+    r0_1 = r0_offset + r0_base
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 2048*x0), None)
+    _tmp2 = _tmp2 + tmp0
+tmp2 = tl.sum(_tmp2, 1)[:, None]
+for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+    r0_1 = r0_offset + r0_base
+    tmp4 = tl.load(in_ptr0 + (r0_1 + 2048*x0), None)
+    tmp5 = tl.load(in_ptr1 + (r0_1), None)
+    tmp6 = (tmp4 - tmp2) * tmp5
+    tl.store(out_ptr0 + (r0_1 + 2048*x0), tmp6, None)
+""", reduction=True)
 LAYERNORM_ROWS = _kernel("normalize", {"in_ptr0": "fp32", "out_ptr0": "fp32"}, """
 xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)[:, None]
 r0_1 = tl.arange(0, R0_BLOCK)[None, :]
@@ -537,6 +554,27 @@ def test_a_later_pass_over_rows_the_l1_still_holds_waits_for_no_round_trip():
     for extra, wait in ((8 << 10, 0.0), (64 << 10, spec.l2_latency_s)):
         weighted = dataclasses.replace(later, load_bytes=later.load_bytes + extra)
         assert perf_model.cached_rows(weighted, (first,), held, spec).wait_s == wait
+
+
+def test_what_every_tile_loads_alike_comes_from_cache():
+    """A row's scale (a layernorm's weight), indexed by the reduction axis alone, is loaded
+    by every tile alike: after the first tile a cache holds it, beside the rows."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, SCALED_ROWS, {"XBLOCK": 8, "R0_BLOCK": 512}, 8, 32, 2048 * 2048,
+                   4 * 2048 * 2048 * 2, chunks=4)
+    first, later = [p for p in facts.phases if p.looped]
+    assert (first.tile_invariant_bytes, later.tile_invariant_bytes) == (0, 512 * 4)
+    assert later.load_bytes == 8 * 512 * 4 + 512 * 4
+    # 64 KB of rows and 8 KB of scales a tile: all of the later pass's loads in L1
+    assert perf_model.cached_rows(later, facts.phases[:2], facts, spec) == \
+        perf_model.CachedRows(later.load_bytes, 0.0)
+    streamed = dataclasses.replace(facts, phases=tuple(
+        dataclasses.replace(p, tile_invariant_bytes=0.0) for p in facts.phases))
+    assert predict_seconds(facts, spec) < predict_seconds(streamed, spec)
+    # a first pass's scales come from cache too; pipelined, from L2
+    piped = dataclasses.replace(later, pipeline_stages=3)
+    assert perf_model.cached_rows(piped, (), facts, spec) == \
+        perf_model.CachedRows(512 * 4, spec.l2_latency_s)
 
 
 def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
