@@ -8,7 +8,8 @@ on the H200). Layernorms of shapes the held-out set does not have (8192 x 2048 a
 their normalising pass re-reads the rows the first pass loaded, from L1 while it holds
 them (`perf_model.cached_rows`), from L2 when it does not. The model's time is printed
 beside each measurement at both sizes (the largest carveout: a spec whose driver offers
-only that one), with the binary's facts (`compiled.with_binary`).
+only that one), with the binary's facts (`compiled.with_binary`), which the JSON keeps so
+that a changed model can be checked against these times without a GPU.
 
 Spilled registers also go through the L1 (local memory): plans that spill are timed and
 shown apart, since the model charges their words the same at any L1 size.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import statistics
 
@@ -87,7 +89,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
             set_carveout(binary, -1)  # the driver's own choice again
             rows.append({
                 "shape": f"{height}x{width}", "meta": plan.meta, "warps": plan.num_warps,
-                "spilled": found.spills,
+                "spilled": found.spills, "facts": dataclasses.asdict(facts),
                 "measured_us": {k: v * 1e6 for k, v in measured.items()},
                 "model_us": {"L1 256 KiB": perf_model.predict_seconds(facts, spec) * 1e6,
                              "L1 28 KiB": perf_model.predict_seconds(facts, largest) * 1e6}})
