@@ -109,7 +109,8 @@ TERMS: tuple[Term, ...] = (
          "vector where its contiguous run allows)"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
-    Term("l2_latency_s", "a chunk loop's round trip for rows an earlier one left in L2"),
+    Term("l2_latency_s", "a chunk loop's round trip for what L2 holds of its loads (rows "
+         "an earlier loop read, what every tile loads alike) and the L1 does not"),
     Term("l2_hit_share", "a round trip whose line another tile left in L2, as a share of "
          "a DRAM one (`reused_share` of the launch's round trips)"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
@@ -169,9 +170,9 @@ def _smooth_max_by_field(*bounds: Mapping[str, float]) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class CachedRows:
-    """What a chunk loop re-reads per iteration of the rows an earlier chunk loop of the
-    same tile loaded: its bytes, and the wait for them (`wait_s`: an L2 round trip, or
-    none where the SM's L1 still holds them)."""
+    """What a cache gives a chunk loop back per iteration (`cached_rows`): its bytes, and
+    the wait for them (`wait_s`: an L2 round trip, or none where the SM's L1 holds
+    them)."""
     bytes: float = 0.0
     wait_s: float = 0.0
 
@@ -331,8 +332,8 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     if phase.looped and phase.pipeline_stages > 1 and steps > 1:
         # stages - 1 chunks in flight: each chunk after the first takes a share of (round
         # trip + its transfer + its arithmetic), or the transfer alone where the SM's copy
-        # rate binds, or its arithmetic alone. Rows an earlier loop of the tile left in L2
-        # come back in a cache's round trip.
+        # rate binds, or its arithmetic alone. What a cache holds (`cached_rows`) comes
+        # back in its round trip.
         ahead = phase.pipeline_stages - 1
         hits = cached.bytes / phase.load_bytes if phase.load_bytes else 0.0
         trip = {**_round_trips("pipeline_latency_s", (1 - hits) * spec.pipeline_latency_s,
@@ -380,7 +381,7 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         if phase.load_depth:
             queued = facts.num_warps / (facts.num_warps + 1)  # 1 warp 1/2, many: ~1
             # A gather's index load is in load_bytes already: its dependent second round
-            # trip is latency (above), not more words. Cached rows wait an L2 round trip.
+            # trip is latency (above), not more words. Cached bytes wait for their cache.
             per_thread = phase.load_accesses / threads if phase.load_accesses else \
                 phase.load_bytes / (4 * threads)  # facts without accesses: 4-byte words
             uncached = 1 - cached.bytes / phase.load_bytes if phase.load_bytes else 1.0
@@ -447,7 +448,7 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                  sharing: int, cached: CachedRows = CachedRows(),
                  reused: float = 0.0) -> dict[str, float]:
     """Seconds of one phase per tile, by the spec field that charges them (`cached`: what
-    an earlier loop's rows give back from cache, which waits for no DRAM round trip;
+    a cache gives back, `cached_rows`, which waits for no DRAM round trip;
     `reused`: the launch's share of round trips L2 answers, `reused_share`)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     steps = phase.iterations
