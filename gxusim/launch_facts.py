@@ -43,6 +43,10 @@ class PhaseFacts:
     # (each a line partly used), and those shorter than a 16-byte vector (copied through L1)
     short_runs: float = 0.0
     narrow_runs: float = 0.0
+    # Of a narrow run's 32-byte sector, the share that neighbouring tiles' runs read (a run
+    # along a tile axis: a one-column chunk's row is continued by the next columns' tiles,
+    # which other programs run at about the same time); 0 where the runs lie apart
+    narrow_shared_share: float = 0.0
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
@@ -193,6 +197,11 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         length = run(access)
         whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
         return moved(access) * whole / length
+    def shared_share(access: Any) -> float:
+        """The share of the access's sectors beside its run, where tiles continue it."""
+        along_tiles = access.unit_axes & access.axes & {"x", "y"}
+        return max(0.0, 1 - run(access) / SECTOR_BYTES) if along_tiles else 0.0
+    narrow = [(a, moved(a) / run(a)) for a in loads if run(a) < VECTOR_BYTES]
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
         elements=block if phase.looped else elements(phase.axes),
@@ -208,7 +217,9 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
         short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)),
-        narrow_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < VECTOR_BYTES)),
+        narrow_runs=float(sum(runs for _, runs in narrow)),
+        narrow_shared_share=sum(runs * shared_share(a) for a, runs in narrow) /
+        max(1.0, sum(runs for _, runs in narrow)),
         tile_invariant_bytes=float(sum(moved(a) for a in loads if not a.axes & {"x", "y"})))
 
 

@@ -137,6 +137,9 @@ TERMS: tuple[Term, ...] = (
     Term("narrow_run_s", "a pipelined chunk: per run narrower than a 16-byte vector (its "
          "own copy through the L1), on one SM; measured by benchmarks/narrow_runs.py, not "
          "fitted", fitted=False),
+    Term("narrow_line_s", "a pipelined chunk: how long a run narrower than a vector holds "
+         "the L1 line it is copied through, its sector from DRAM (`narrow_line_hold`); "
+         "measured by benchmarks/narrow_lines.py, not fitted", fitted=False),
     Term("async_copy_bandwidth", "bytes per second one SM's pipelined chunk loops stream "
          "(asynchronous copies through shared memory)", rate=True),
     Term("mem_bandwidth", "DRAM bytes per second (device-wide bound): the measured copy "
@@ -311,6 +314,27 @@ def _seconds_at(rate: float, size: float) -> float:
     return size / rate if rate > 0 else 0.0
 
 
+def narrow_line_hold(phase: PhaseFacts, facts: LaunchFacts,
+                     spec: HardwareSpec) -> dict[str, float]:
+    """Seconds a narrow run's copy holds its L1 line, by field: narrow_line_s while its
+    sector comes from DRAM, l2_latency_s for the share L2 answers.
+
+    benchmarks/narrow_lines.py (column sums at 28-224 KiB of L1, 1-16 warps): one-column
+    tiles hold a line 640-700 ns on 1-2 warps, 350 ns on 16. The neighbouring columns of
+    a sector are other programs' tiles, which read it at about the same time. With one or
+    two warps a program, every SM issues its rows in the same order, the sector's readers
+    ask together and all wait for DRAM; more warps interleave a program's rows, and
+    readers that ask later find the sector in L2. Every 8th column alone (no neighbours
+    reading its sector) holds 730 ns on one warp, 570 on 16. ncu reads L2 hit rates of
+    84% for both warp counts of the first: the hits counted on 1-2 warps are on sectors
+    still in flight."""
+    doublings = math.log2(max(1, facts.num_warps) / 2)
+    spread = min(1.0, max(0.0, doublings * spec.narrow_spread_per_doubling))
+    hit = phase.narrow_shared_share * spread
+    return {"narrow_line_s": (1 - hit) * spec.narrow_line_s,
+            "l2_latency_s": hit * spec.l2_latency_s}
+
+
 def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
                   sharing: int, cached: CachedRows, reused: float,
                   arithmetic: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -344,8 +368,9 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         # A run narrower than a 16-byte vector is copied through L1 (cp.async.ca), holding
         # a line until it lands: the L1 that shared memory leaves bounds the runs in flight.
         lines = l1_cache_bytes(facts, spec) / L1_LINE_BYTES
-        narrow = {"pipeline_latency_s": sharing * phase.narrow_runs * spec.pipeline_latency_s
-                  / max(1.0, lines)} if phase.narrow_runs and lines < math.inf else {}
+        narrow = {field: sharing * phase.narrow_runs * seconds / max(1.0, lines)
+                  for field, seconds in narrow_line_hold(phase, facts, spec).items()} \
+            if phase.narrow_runs and lines < math.inf else {}
         # Each such copy also takes the SM's L1 a turn (0.6 ns on the H200, whatever the
         # op or the row stride: benchmarks/narrow_runs.py): a bound of its own, which the
         # lines bound meets where little L1 is left. A run of whole vectors pays

@@ -55,6 +55,9 @@ class HardwareSpec:
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
     narrow_run_s: float = 6.1e-10  # a pipelined chunk: per run narrower than a vector, on one SM
+    narrow_line_s: float = 6.5e-7  # how long such a run's copy holds its L1 line (DRAM's sector)
+    narrow_spread_per_doubling: float = 0.19  # of its sector's other readers, the share that
+    # find it in L2, for each doubling of a program's warps past 2
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
@@ -97,7 +100,8 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
                 "warp_instruction_s", "sm_transcendental_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "async_copy_bandwidth", "run_issue_s", "narrow_run_s", "spill_s",
+                "async_copy_bandwidth", "run_issue_s", "narrow_run_s", "narrow_line_s",
+                "narrow_spread_per_doubling", "spill_s",
                 "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 

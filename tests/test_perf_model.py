@@ -760,6 +760,43 @@ def test_narrow_pipelined_copies_wait_for_the_l1_that_shared_memory_leaves():
     assert predict_seconds(rows, spec) == predict_seconds(rows, spec.replace(l1_bytes=0))
 
 
+def test_a_narrow_copy_holds_its_line_less_long_where_other_programs_fetched_its_sector():
+    """A one-column tile's sector holds its 7 neighbouring columns, other programs' tiles.
+    On 1-2 warps a program, the SMs issue their rows in step and all wait for DRAM; more
+    warps interleave the rows and the later readers find the sector in L2
+    (benchmarks/narrow_lines.py, 28 KiB of L1: 2.9 ns a run on one warp, 1.55 on 16).
+    Every 8th column has no neighbour reading its sector: its copies wait alike."""
+    spec = gxusim.load_spec("gxu-on-h200").replace(smem_carveouts=(233472,))  # 28 KiB of L1
+    strided = _sum_kernel("every_8th_column_sum", "8*x0 + 32768*r0_1")
+
+    def column_sum(xblock, warps, source=COL_SUM):
+        blocks = {"XBLOCK": xblock, "R0_BLOCK": 2048}
+        return LaunchFacts(32, warps, 8192 // (32 * xblock), 4096 * xblock, 1e5, 1,
+                           phases=launch_phases(source, blocks, 2, stages=3))
+
+    def loop(facts):
+        return next(p for p in facts.phases if p.looped)
+    assert loop(column_sum(1, 2)).narrow_shared_share == pytest.approx(7 / 8)
+    assert loop(column_sum(2, 2)).narrow_shared_share == pytest.approx(3 / 4)
+    assert loop(column_sum(1, 2, strided)).narrow_shared_share == 0.0
+    assert loop(column_sum(1, 2, strided)).narrow_runs == loop(column_sum(1, 2)).narrow_runs
+
+    def hold(facts):
+        return sum(perf_model.narrow_line_hold(loop(facts), facts, spec).values())
+    # one and two warps: DRAM's hold; 16: most of the neighbours' share from L2
+    assert hold(column_sum(1, 1)) == hold(column_sum(1, 2)) == spec.narrow_line_s
+    assert hold(column_sum(1, 4)) < hold(column_sum(1, 2))
+    assert hold(column_sum(1, 16)) < 0.6 * spec.narrow_line_s
+    assert hold(column_sum(2, 16)) > hold(column_sum(1, 16))  # 3 neighbours, not 7
+    assert hold(column_sum(1, 16, strided)) == spec.narrow_line_s
+
+    def ns_a_run(facts):
+        return (predict_seconds(facts, spec) - spec.launch_overhead_s) / (256 * 4096) * 1e9
+    assert ns_a_run(column_sum(1, 1)) == pytest.approx(2.9, rel=0.25)
+    assert ns_a_run(column_sum(1, 16)) == pytest.approx(1.55, rel=0.25)
+    assert ns_a_run(column_sum(1, 16, strided)) > 1.5 * ns_a_run(column_sum(1, 16))
+
+
 def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
     """ptxas issues a tile's loads in as many batches as its registers hold: where the tile
     loop's machine code was read, its waits a tile are the tile's round trips (on the H200,
