@@ -62,6 +62,22 @@ def set_carveout(binary: object, percent: int) -> None:
         raise RuntimeError(f"cuFuncSetAttribute(carveout {percent}%) failed: CUresult {status}")
 
 
+def compiled_plan(kernel: object, args: list, plan: object,
+                  spec: gxusim.HardwareSpec) -> tuple[object, object, object, object]:
+    """(target launch, binary, its resources, the plan's facts with the binary's) of one
+    plan of a captured kernel, compiled for the cuda target."""
+    numels = kernel.numels(args)
+    kernel.precompile_plans([plan], args)
+    target_launch = kernel._target_launch(plan)
+    binary = target_launch.fn.warmup(*args, grid=target_launch.grid, **target_launch.options())
+    binary._init_handles()
+    found = resources(binary)
+    facts = compiled.with_binary(plan.facts(kernel.shape, numels,
+                                            kernel.shape.argument_bytes(args), spec),
+                                 spec, found)
+    return target_launch, binary, found, facts
+
+
 def measure(spec: gxusim.HardwareSpec) -> list[dict]:
     # The model's view of the largest carveout: a driver that offers no other.
     largest = spec.replace(smem_carveouts=(spec.smem_per_sm,))
@@ -73,15 +89,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
         kernel, args = launch.kernel, launch.args
         numels = kernel.numels(args)
         for plan in filter(probed, candidate_plans(kernel.shape, numels, spec)):
-            kernel.precompile_plans([plan], args)
-            target_launch = kernel._target_launch(plan)
-            binary = target_launch.fn.warmup(*args, grid=target_launch.grid,
-                                             **target_launch.options())
-            binary._init_handles()
-            found = resources(binary)
-            facts = compiled.with_binary(plan.facts(kernel.shape, numels,
-                                                    kernel.shape.argument_bytes(args), spec),
-                                         spec, found)
+            target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
             measured = {}
             for name, percent in CARVEOUTS.items():
                 set_carveout(binary, percent)

@@ -29,14 +29,13 @@ import statistics
 import torch
 
 import gxusim
-from gxusim import compiled, launch_facts, perf_model
+from gxusim import launch_facts, perf_model
 from gxusim import target as targets
 from gxusim.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.residency import DRIVER_SMEM_PER_BLOCK
-from gxusim.triton_launch import resources
-from l1_carveout import set_carveout
+from l1_carveout import compiled_plan, set_carveout
 
 PROGRAMS = 32
 ROWS = 4096
@@ -77,15 +76,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
         numels = kernel.numels(args)
         runs = ROWS * numels["xnumel"] / PROGRAMS  # one program's elements: a run each
         for plan in filter(probed, candidate_plans(kernel.shape, numels, spec)):
-            kernel.precompile_plans([plan], args)
-            target_launch = kernel._target_launch(plan)
-            binary = target_launch.fn.warmup(*args, grid=target_launch.grid,
-                                             **target_launch.options())
-            binary._init_handles()
-            found = resources(binary)
-            facts = compiled.with_binary(plan.facts(kernel.shape, numels,
-                                                    kernel.shape.argument_bytes(args), spec),
-                                         spec, found)
+            target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
             ring = perf_model.ring_bytes(facts) + DRIVER_SMEM_PER_BLOCK
             for carveout, percent in PERCENT_FOR_CARVEOUT.items():
                 if carveout < ring:
