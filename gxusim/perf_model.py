@@ -320,12 +320,12 @@ def narrow_line_hold(phase: PhaseFacts, facts: LaunchFacts,
     sector comes from DRAM, l2_latency_s for the share L2 answers.
 
     benchmarks/narrow_lines.py (column sums at 28-224 KiB of L1, 1-16 warps): one-column
-    tiles hold a line 640-700 ns on 1-2 warps, 350 ns on 16. The neighbouring columns of
+    tiles hold a line 650-710 ns on 1-2 warps, 355 ns on 16. The neighbouring columns of
     a sector are other programs' tiles, which read it at about the same time. With one or
     two warps a program, every SM issues its rows in the same order, the sector's readers
     ask together and all wait for DRAM; more warps interleave a program's rows, and
     readers that ask later find the sector in L2. Every 8th column alone (no neighbours
-    reading its sector) holds 730 ns on one warp, 570 on 16. ncu reads L2 hit rates of
+    reading its sector) holds 740 ns on one warp, 575 on 16. ncu reads L2 hit rates of
     84% for both warp counts of the first: the hits counted on 1-2 warps are on sectors
     still in flight."""
     doublings = math.log2(max(1, facts.num_warps) / 2)

@@ -55,8 +55,8 @@ class HardwareSpec:
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
     narrow_run_s: float = 6.1e-10  # a pipelined chunk: per run narrower than a vector, on one SM
-    narrow_line_s: float = 6.5e-7  # how long such a run's copy holds its L1 line (DRAM's sector)
-    narrow_spread_per_doubling: float = 0.19  # of its sector's other readers, the share that
+    narrow_line_s: float = 6.75e-7  # how long such a run's copy holds its L1 line (DRAM's sector)
+    narrow_spread_per_doubling: float = 0.275  # of its sector's other readers, the share that
     # find it in L2, for each doubling of a program's warps past 2
     async_copy_bandwidth: float = 1.0e11  # bytes/s one SM's pipelined copies stream (0: no limit)
     layout_convert_s: float = 1.5e-10  # per tile element: a transpose through shared memory
