@@ -197,10 +197,12 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         length = run(access)
         whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
         return moved(access) * whole / length
+
     def shared_share(access: Any) -> float:
         """The share of the access's sectors beside its run, where tiles continue it."""
         along_tiles = access.unit_axes & access.axes & {"x", "y"}
         return max(0.0, 1 - run(access) / SECTOR_BYTES) if along_tiles else 0.0
+
     narrow = [(a, moved(a) / run(a)) for a in loads if run(a) < VECTOR_BYTES]
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
