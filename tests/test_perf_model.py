@@ -797,6 +797,28 @@ def test_a_narrow_copy_holds_its_line_less_long_where_other_programs_fetched_its
     assert ns_a_run(column_sum(1, 16, strided)) > 1.5 * ns_a_run(column_sum(1, 16))
 
 
+def test_the_spec_holds_narrow_lines_as_the_h200_measured_them():
+    """The spec's narrow_line_s and narrow_spread_per_doubling are the stored benchmark's
+    fit, and the model times its runs (the binaries' facts it kept, at each run's carveout)
+    within 10% at the median, 30% at worst; every 8th column two at a time is left out (its
+    runs share a line, which the facts count twice)."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    stored = json.loads((Path(__file__).parent.parent /
+                         "benchmarks/results/narrow_lines_h200.json").read_text())
+    assert (spec.narrow_line_s, spec.narrow_spread_per_doubling) == pytest.approx(
+        (stored["narrow_line_s"], stored["narrow_spread_per_doubling"]))
+    errors = []
+    for row in stored["rows"]:
+        if row["meta"]["XBLOCK"] == 2 and "every 8th" in row["program"]:
+            continue
+        facts = dataclasses.replace(facts_from_dict(row["facts"]), blocks_per_sm=1)
+        seconds = predict_seconds(facts, spec.replace(smem_carveouts=(row["carveout"],)))
+        errors.append(seconds * 1e9 / row["runs"] / row["measured_ns_a_run"] - 1)
+    assert len(errors) >= 90
+    assert statistics.median(abs(e) for e in errors) < 0.10
+    assert max(abs(e) for e in errors) < 0.30
+
+
 def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
     """ptxas issues a tile's loads in as many batches as its registers hold: where the tile
     loop's machine code was read, its waits a tile are the tile's round trips (on the H200,
