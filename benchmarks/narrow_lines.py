@@ -35,16 +35,11 @@ from gxusim.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.residency import DRIVER_SMEM_PER_BLOCK
-from l1_carveout import compiled_plan, set_carveout
+from l1_carveout import PERCENT_FOR_CARVEOUT, compiled_plan, set_carveout
 
 PROGRAMS = 32
 ROWS = 4096
 CHUNK = 2048  # R0_BLOCK: a 3-stage ring of 16 or 32 KiB
-# The carveout percentage that gets each carveout on the H200 (driver 580): read with ncu's
-# launch__shared_mem_config_size over 0-100%. The driver rounds a percentage up in steps of
-# about 1/7: 43% gets 132 KiB, not 100.
-PERCENT_FOR_CARVEOUT = {32768: 14, 65536: 28, 102400: 42, 135168: 56, 167936: 70,
-                        200704: 84, 233472: 100}
 WARPS = (1, 2, 4, 8, 16)
 
 
@@ -98,10 +93,12 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
 
 
 def model_seconds(row: dict, spec: gxusim.HardwareSpec) -> float:
-    """The model's time for a row: a driver that offers the row's carveout alone, and one
-    resident program (32 programs on more SMs than that)."""
+    """The model's time for a row: an SM whose shared memory is the row's carveout and
+    nothing else (whatever the kernel asks of the driver), and one resident program (32
+    programs on more SMs than that)."""
     facts = dataclasses.replace(launch_facts.facts_from_dict(row["facts"]), blocks_per_sm=1)
-    return perf_model.predict_seconds(facts, spec.replace(smem_carveouts=(row["carveout"],)))
+    return perf_model.predict_seconds(facts, spec.replace(smem_carveouts=(row["carveout"],),
+                                                          smem_per_sm=row["carveout"]))
 
 
 def fit_hold(rows: list[dict], spec: gxusim.HardwareSpec) -> tuple[float, float, float]:

@@ -64,6 +64,9 @@ class PhaseFacts:
     # Of load_bytes, what every tile loads alike (indexed by no tile axis: a layernorm's
     # weight and bias, read again for every row): a cache's after the first tile
     tile_invariant_bytes: float = 0.0
+    # Of load_bytes, what the loads ask the L1 to give up first (`evict_first`: a value's
+    # last read), which leaves the lines it holds for others (spilled words)
+    evict_first_bytes: float = 0.0
 
 
 class Phases(list):
@@ -222,7 +225,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         narrow_runs=float(sum(runs for _, runs in narrow)),
         narrow_shared_share=sum(runs * shared_share(a) for a, runs in narrow) /
         max(1.0, sum(runs for _, runs in narrow)),
-        tile_invariant_bytes=float(sum(moved(a) for a in loads if not a.axes & {"x", "y"})))
+        tile_invariant_bytes=float(sum(moved(a) for a in loads if not a.axes & {"x", "y"})),
+        evict_first_bytes=float(sum(moved(a) for a in loads if a.evict_first)))
 
 
 def legacy_phase(facts: LaunchFacts) -> PhaseFacts:

@@ -33,6 +33,7 @@ and what is not modelled: docs/performance-model.md.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Mapping, Sequence
 
@@ -130,8 +131,11 @@ TERMS: tuple[Term, ...] = (
     Term("spill_s", "a chunk (a persistent reduction: a tile): per 4-byte word a thread "
          "spills and reloads (the binary's local-memory words, else its spilled registers, "
          "stored and reloaded each chunk or around a tile's reductions)"),
+    Term("spill_miss_s", "a chunk: per 4-byte word a thread spills and reloads, for the "
+         "share of its frame the L1 cannot hold (`spill_miss_share`): an L2 round trip; "
+         "measured by benchmarks/spill_frames.py, not fitted", fitted=False),
     Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
-         "through its L1", rate=True),
+         "through its L1", rate=True, fitted=False),
     Term("run_issue_s", "a chunk: per contiguous run shorter than an L1 line its loads "
          "touch, on one SM (a pipelined chunk's narrow runs: narrow_run_s)"),
     Term("narrow_run_s", "a pipelined chunk: per run narrower than a 16-byte vector (its "
@@ -308,6 +312,35 @@ def l1_cache_bytes(facts: LaunchFacts, spec: HardwareSpec) -> float:
     """The L1 an SM keeps beside the shared memory this launch's programs take there
     (`residency.l1_left`; inf: not modelled)."""
     return l1_left(spec, facts.blocks_per_sm, ring_bytes(facts))
+
+
+def spill_miss_share(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """The share of a phase's spilled words the L1 does not hold until they are reloaded:
+    none while the spill frames of the SM's resident warps (ptxas's local words, else the
+    phase's spilled registers, x 4 bytes x threads) fit in `spill_miss_from` of the L1 that
+    shared memory leaves, all of them from `spill_miss_all` of it, in proportion between.
+    An unpipelined chunk's loads pass through the same L1 (`ld.global`) and count with the
+    frames (as a persistent reduction's tile does), but for those marked to leave it first
+    (`evict_first_bytes`: a softmax's last pass over its rows, 136 words spilled a chunk on
+    16 warps, runs as if its 155 KB of frames had the L1 to themselves); a pipelined
+    chunk's copies of whole vectors bypass it.
+
+    benchmarks/spill_frames.py (layernorms 8192 x 2048 and 2048 x 8192 on 1-4 warps, each
+    binary timed at every carveout): a spilled word costs up to ~6-8 ns more once the
+    frames outgrow the L1. One warp falls off a cliff (28 KiB frames: +0.1 ns a word with
+    60 KiB of L1, +5.6 with 28); several warps, whose frames are walked side by side, lose
+    it gradually, from about 0.8 of the L1 to twice it."""
+    l1 = l1_cache_bytes(facts, spec)
+    if not math.isfinite(l1) or l1 <= 0:
+        return 0.0
+    words = facts.compiled_spills if facts.compiled_spills is not None else \
+        spilled_registers(phase, facts, spec)
+    threads = facts.num_warps * spec.warp_size
+    unpipelined = 0.0 if pipelined(phase.pipeline_stages, phase.iterations) else \
+        phase.load_bytes - phase.evict_first_bytes
+    footprint = programs_per_sm(facts, spec) * (words * 4 * threads + unpipelined)
+    span = spec.spill_miss_all - spec.spill_miss_from
+    return min(1.0, max(0.0, (footprint / l1 - spec.spill_miss_from) / span))
 
 
 def _seconds_at(rate: float, size: float) -> float:
@@ -508,12 +541,19 @@ def _phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     else:  # a tile's arithmetic waits for its loads, an unpipelined chunk's for its waits
         parts = {**_memory_terms(phase, facts, spec, sharing, cached, reused), **arithmetic}
     spilled = spilled_registers(phase, facts, spec)
-    spill = {"spill_s": steps * spilled * spec.spill_s,
-             "spill_bandwidth": _seconds_at(spec.spill_bandwidth, sharing * steps * spilled *
-                                            facts.num_warps * spec.warp_size * 8)} \
-        if spilled else {}
+    spill: dict[str, float] = {}
+    if spilled:
+        # Every resident thread's words are stored and reloaded through the L1; those it
+        # cannot hold wait for L2 (a round trip each, or the SM's rate from L2).
+        miss = spill_miss_share(phase, facts, spec)
+        moved = sharing * steps * spilled * facts.num_warps * spec.warp_size * 8
+        spill = {"spill_s": steps * spilled * spec.spill_s,
+                 "spill_bandwidth": _seconds_at(spec.spill_bandwidth, (1 - miss) * moved),
+                 **_smooth_max_by_field(
+                     {"spill_miss_s": steps * spilled * miss * spec.spill_miss_s},
+                     {"sm_bandwidth": _seconds_at(spec.sm_bandwidth, miss * moved)})}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)
-    for field, seconds in {**parts, **spill}.items():
+    for field, seconds in itertools.chain(parts.items(), spill.items()):
         terms[field] += seconds
     if phase.transposed:  # every tile element through the SM's shared memory
         terms["layout_convert_s"] += sharing * steps * phase.elements * spec.layout_convert_s

@@ -32,11 +32,27 @@ def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
     limits = [("max_blocks_per_sm", spec.max_blocks_per_sm),
               ("max_warps_per_sm", spec.max_warps_per_sm // max(1, num_warps))]
     if regs_per_thread:
-        limits.append(("registers", spec.regs_per_sm // (regs_per_thread * threads)))
+        limits.append(("registers", register_warps(spec, regs_per_thread) // max(1, num_warps)))
     if smem_per_block:
-        limits.append(("shared_memory", spec.smem_per_sm // smem_per_block))
+        limits.append(("shared_memory",
+                       spec.smem_per_sm // (smem_per_block + DRIVER_SMEM_PER_BLOCK)))
     limiter, blocks = min(limits, key=lambda limit: limit[1])
     return blocks, limiter
+
+
+def register_warps(spec: HardwareSpec, regs_per_thread: int) -> int:
+    """Warps an SM's register file holds at `regs_per_thread`, as NVIDIA's occupancy
+    calculator counts them (cuda_occupancy.h): a warp is given registers in units of
+    `register_alloc_unit`, from one of the `register_sub_partitions` quarters of the file
+    its scheduler owns, and no warp spans two. ncu on the H200: a 2-warp column sum of 65
+    registers a thread holds 14 programs (launch__occupancy_limit_registers), not the 15
+    its registers alone would give, and the driver sizes its carveout for 14: 132 KiB,
+    124 KiB of L1 left (1,454 us, as its 124 KiB sibling's 1,442), where 15 would have
+    needed 164 KiB (92 KiB left, and a model 47% slow)."""
+    per_warp = -(-regs_per_thread * spec.warp_size // spec.register_alloc_unit) * \
+        spec.register_alloc_unit
+    per_partition = spec.regs_per_sm // spec.register_sub_partitions
+    return per_partition // per_warp * spec.register_sub_partitions
 
 
 def blocks_per_sm(spec: HardwareSpec, num_warps: int) -> int:

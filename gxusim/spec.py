@@ -52,6 +52,9 @@ class HardwareSpec:
     # (with max_regs_per_thread registers; fewer in proportion to a smaller register budget)
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
+    spill_miss_s: float = 7.5e-9  # ... per such word the L1 cannot hold: an L2 round trip
+    spill_miss_from: float = 0.95  # resident spill frames / L1 left: reloads begin to miss
+    spill_miss_all: float = 1.0  # ... all of them miss
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
     narrow_run_s: float = 6.1e-10  # a pipelined chunk: per run narrower than a vector, on one SM
@@ -64,6 +67,10 @@ class HardwareSpec:
     row_reduction_s: float = 2.0e-8  # one block reduction: per row a warp reduces
     layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
     max_regs_per_thread: int = 255
+    # A warp's registers come in units of register_alloc_unit from one of the
+    # register_sub_partitions equal parts of the register file (one per warp scheduler).
+    register_alloc_unit: int = 256
+    register_sub_partitions: int = 4
     l2_bytes: int = 0
     # The SM's L1 data cache and shared memory are one array of l1_bytes (0: not modelled),
     # split at one of smem_carveouts (bytes of shared memory, ascending) per kernel: what
@@ -93,6 +100,7 @@ class HardwareSpec:
 _POSITIVE_INTS = (
     "sm_count", "max_grid", "max_num_warps", "max_blocks_per_sm", "max_warps_per_sm",
     "warp_size", "max_threads_per_block", "regs_per_sm", "smem_per_sm", "max_regs_per_thread",
+    "register_alloc_unit", "register_sub_partitions",
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
@@ -101,7 +109,8 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "warp_instruction_s", "sm_transcendental_s",
                 "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
                 "async_copy_bandwidth", "run_issue_s", "narrow_run_s", "narrow_line_s",
-                "narrow_spread_per_doubling", "spill_s",
+                "narrow_spread_per_doubling", "spill_s", "spill_miss_s", "spill_miss_from",
+                "spill_miss_all",
                 "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
 
@@ -166,6 +175,9 @@ def _check_consistency(spec: HardwareSpec) -> None:
             not 0 <= c <= spec.smem_per_sm for c in carveouts):
         _fail(spec, "smem_carveouts", f"must be distinct, ascending and within 0..smem_per_sm "
               f"= {spec.smem_per_sm}")
+    if spec.spill_miss_all <= spec.spill_miss_from:
+        _fail(spec, "spill_miss_all", f"must exceed spill_miss_from = {spec.spill_miss_from} "
+              f"(the frame / L1 ratio where spilled words begin to miss the L1)")
     if spec.max_grid < 1:
         _fail(spec, "max_grid", "must allow at least one program (one wave of a single program)")
 
