@@ -28,7 +28,6 @@ def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
     warps, and, where known (non-zero), the registers and shared memory one program takes.
     The emulator's occupancy model and the cuda target (the compiled binary's own counts)
     both ask this; the plan, which knows neither, is limited by warps alone."""
-    threads = num_warps * spec.warp_size
     limits = [("max_blocks_per_sm", spec.max_blocks_per_sm),
               ("max_warps_per_sm", spec.max_warps_per_sm // max(1, num_warps))]
     if regs_per_thread:
