@@ -23,6 +23,7 @@ import ctypes
 import dataclasses
 import json
 import statistics
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -84,31 +85,38 @@ def compiled_plan(kernel: object, args: list, plan: object,
     return target_launch, binary, found, facts
 
 
-def measure(spec: gxusim.HardwareSpec) -> list[dict]:
-    # The model's view of the largest carveout: a driver that offers no other.
-    largest = spec.replace(smem_carveouts=(spec.smem_per_sm,))
-    rows = []
+def layernorm_plans(spec: gxusim.HardwareSpec, chosen: Callable[[object], bool]
+                    ) -> Iterator[tuple[str, object, list, object, object, object, object]]:
+    """(shape, plan, arguments, target launch, binary, its resources, the plan's facts with
+    the binary's) for each `chosen` plan of the layernorm of each of SHAPES, compiled for
+    the cuda target."""
     for height, width in SHAPES:
         program = Program(f"layernorm {height}x{width}", layernorm,
                           ((height, width), (width,), (width,)))
         (launch,) = captured_launches(program)
         kernel, args = launch.kernel, launch.args
-        numels = kernel.numels(args)
-        for plan in filter(probed, candidate_plans(kernel.shape, numels, spec)):
-            target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
-            measured = {}
-            for name, percent in CARVEOUTS.items():
-                set_carveout(binary, percent)
-                measured[name] = targets.active().time_launch(target_launch, args)
-            set_carveout(binary, -1)  # the driver's own choice again
-            rows.append({
-                "shape": f"{height}x{width}", "meta": plan.meta, "warps": plan.num_warps,
-                "spilled": found.spills, "facts": dataclasses.asdict(facts),
-                "measured_us": {k: v * 1e6 for k, v in measured.items()},
-                "model_us": {"L1 256 KiB": perf_model.predict_seconds(facts, spec) * 1e6,
-                             "L1 28 KiB": perf_model.predict_seconds(facts, largest) * 1e6}})
-            print(f"{rows[-1]['shape']} {plan.meta} {plan.num_warps} warps: measured "
-                  f"{rows[-1]['measured_us']}, model {rows[-1]['model_us']}", flush=True)
+        for plan in filter(chosen, candidate_plans(kernel.shape, kernel.numels(args), spec)):
+            yield (f"{height}x{width}", plan, args, *compiled_plan(kernel, args, plan, spec))
+
+
+def measure(spec: gxusim.HardwareSpec) -> list[dict]:
+    # The model's view of the largest carveout: a driver that offers no other.
+    largest = spec.replace(smem_carveouts=(spec.smem_per_sm,))
+    rows = []
+    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, probed):
+        measured = {}
+        for name, percent in CARVEOUTS.items():
+            set_carveout(binary, percent)
+            measured[name] = targets.active().time_launch(target_launch, args)
+        set_carveout(binary, -1)  # the driver's own choice again
+        rows.append({
+            "shape": shape, "meta": plan.meta, "warps": plan.num_warps,
+            "spilled": found.spills, "facts": dataclasses.asdict(facts),
+            "measured_us": {k: v * 1e6 for k, v in measured.items()},
+            "model_us": {"L1 256 KiB": perf_model.predict_seconds(facts, spec) * 1e6,
+                         "L1 28 KiB": perf_model.predict_seconds(facts, largest) * 1e6}})
+        print(f"{rows[-1]['shape']} {plan.meta} {plan.num_warps} warps: measured "
+              f"{rows[-1]['measured_us']}, model {rows[-1]['model_us']}", flush=True)
     return rows
 
 

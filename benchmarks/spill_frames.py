@@ -32,11 +32,9 @@ from pathlib import Path
 import gxusim
 from gxusim import launch_facts, perf_model
 from gxusim import target as targets
-from gxusim.calibrate import Program, captured_launches
-from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.residency import DRIVER_SMEM_PER_BLOCK
-from l1_carveout import PERCENT_FOR_CARVEOUT, SHAPES, compiled_plan, layernorm, set_carveout
+from l1_carveout import PERCENT_FOR_CARVEOUT, layernorm_plans, set_carveout
 from narrow_lines import model_seconds
 
 PROGRAMS = 32
@@ -60,30 +58,24 @@ def spilled_words(facts: launch_facts.LaunchFacts, spec: gxusim.HardwareSpec) ->
 
 def measure(spec: gxusim.HardwareSpec) -> list[dict]:
     rows = []
-    for height, width in SHAPES:
-        program = Program(f"layernorm {height}x{width}", layernorm,
-                          ((height, width), (width,), (width,)))
-        (launch,) = captured_launches(program)
-        kernel, args = launch.kernel, launch.args
-        for plan in filter(probed, candidate_plans(kernel.shape, kernel.numels(args), spec)):
-            target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
-            ring = found.smem_per_block + DRIVER_SMEM_PER_BLOCK
-            for carveout, percent in PERCENT_FOR_CARVEOUT.items():
-                if carveout < ring:
-                    continue
-                set_carveout(binary, percent)
-                seconds = targets.active().time_launch(target_launch, args)
-                row = {"shape": f"{height}x{width}", "meta": plan.meta,
-                       "warps": plan.num_warps, "stages": plan.num_stages or 1,
-                       "carveout": carveout, "l1_kib": (spec.l1_bytes - carveout) // 1024,
-                       "spilled": found.spills, "registers": found.regs_per_thread,
-                       "frame_kib": found.spills * 4 * plan.num_warps * 32 / 1024,
-                       "facts": dataclasses.asdict(facts), "measured_us": seconds * 1e6}
-                rows.append(row)
-                print(row["shape"], plan.meta, plan.num_warps, row["stages"], row["l1_kib"],
-                      f"frame {row['frame_kib']:.0f} KiB", f"{row['measured_us']:.0f} us",
-                      flush=True)
-            set_carveout(binary, -1)
+    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, probed):
+        ring = found.smem_per_block + DRIVER_SMEM_PER_BLOCK
+        for carveout, percent in PERCENT_FOR_CARVEOUT.items():
+            if carveout < ring:
+                continue
+            set_carveout(binary, percent)
+            seconds = targets.active().time_launch(target_launch, args)
+            row = {"shape": shape, "meta": plan.meta,
+                   "warps": plan.num_warps, "stages": plan.num_stages or 1,
+                   "carveout": carveout, "l1_kib": (spec.l1_bytes - carveout) // 1024,
+                   "spilled": found.spills, "registers": found.regs_per_thread,
+                   "frame_kib": found.spills * 4 * plan.num_warps * 32 / 1024,
+                   "facts": dataclasses.asdict(facts), "measured_us": seconds * 1e6}
+            rows.append(row)
+            print(row["shape"], plan.meta, plan.num_warps, row["stages"], row["l1_kib"],
+                  f"frame {row['frame_kib']:.0f} KiB", f"{row['measured_us']:.0f} us",
+                  flush=True)
+        set_carveout(binary, -1)
     return rows
 
 

@@ -321,9 +321,9 @@ def spill_miss_share(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) 
     shared memory leaves, all of them from `spill_miss_all` of it, in proportion between.
     An unpipelined chunk's loads pass through the same L1 (`ld.global`) and count with the
     frames (as a persistent reduction's tile does), but for those marked to leave it first
-    (`evict_first_bytes`: a softmax's last pass over its rows, 136 words spilled a chunk on
-    16 warps, runs as if its 155 KB of frames had the L1 to themselves); a pipelined
-    chunk's copies of whole vectors bypass it.
+    (`evict_first_bytes`: a softmax's last pass over its 128 KB chunks, 136 words spilled a
+    chunk on 16 warps, was predicted 41% slow with them counted, 32% without, 30% with no
+    miss at all); a pipelined chunk's copies of whole vectors bypass it.
 
     benchmarks/spill_frames.py (layernorms 8192 x 2048 and 2048 x 8192 on 1-4 warps, each
     binary timed at every carveout): a spilled word costs up to ~6-8 ns more once the

@@ -53,8 +53,8 @@ class HardwareSpec:
     sm_bandwidth: float = 2.1e11  # bytes/s through one SM (0: no per-SM limit)
     spill_s: float = 1.0e-8  # a chunk: per 4-byte word a thread's chunk loop spills and reloads
     spill_miss_s: float = 7.5e-9  # ... per such word the L1 cannot hold: an L2 round trip
-    spill_miss_from: float = 0.95  # resident spill frames / L1 left: reloads begin to miss
-    spill_miss_all: float = 1.0  # ... all of them miss
+    spill_miss_from: float = 0.925  # resident spill frames / L1 left: reloads begin to miss
+    spill_miss_all: float = 1.025  # ... all of them miss
     spill_bandwidth: float = 2.0e11  # bytes/s of spilled words through one SM (0: no limit)
     run_issue_s: float = 4.0e-10  # a chunk: per contiguous run shorter than a line, on one SM
     narrow_run_s: float = 6.1e-10  # a pipelined chunk: per run narrower than a vector, on one SM
