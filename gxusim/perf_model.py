@@ -135,7 +135,8 @@ TERMS: tuple[Term, ...] = (
          "share of its frame the L1 cannot hold (`spill_miss_share`): an L2 round trip; "
          "measured by benchmarks/spill_frames.py, not fitted", fitted=False),
     Term("spill_bandwidth", "bytes per second of those words, every thread's on the SM, "
-         "through its L1", rate=True, fitted=False),
+         "through its L1 while it holds them: the L1's bytes a clock, not fitted", rate=True,
+         fitted=False),
     Term("run_issue_s", "a chunk: per contiguous run shorter than an L1 line its loads "
          "touch, on one SM (a pipelined chunk's narrow runs: narrow_run_s)"),
     Term("narrow_run_s", "a pipelined chunk: per run narrower than a 16-byte vector (its "
@@ -326,10 +327,11 @@ def spill_miss_share(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) 
     miss at all); a pipelined chunk's copies of whole vectors bypass it.
 
     benchmarks/spill_frames.py (layernorms 8192 x 2048 and 2048 x 8192 on 1-4 warps, each
-    binary timed at every carveout): a spilled word costs up to ~6-8 ns more once the
+    binary timed at every carveout): a spilled word costs up to ~6-9 ns more once the
     frames outgrow the L1. One warp falls off a cliff (28 KiB frames: +0.1 ns a word with
-    60 KiB of L1, +5.6 with 28); several warps, whose frames are walked side by side, lose
-    it gradually, from about 0.8 of the L1 to twice it."""
+    60 KiB of L1, +5.6 with 28); several warps lose it over a wider range, from about 0.8 of
+    the L1 to twice it. The fitted ramp is the cliff's (0.925 to 1.025 of the L1 on the
+    H200); on several warps the missed bytes at the SM's rate from L2 carry the rest."""
     l1 = l1_cache_bytes(facts, spec)
     if not math.isfinite(l1) or l1 <= 0:
         return 0.0

@@ -72,6 +72,8 @@ def _spec_file(tmp_path: Path, body: str) -> Path:
     ("smem_carveouts = [0, 65536, 32768]", "smem_carveouts", "ascending"),
     ("smem_carveouts = [0, 262144]", "smem_carveouts", "within 0..smem_per_sm"),
     ('smem_carveouts = ["all"]', "smem_carveouts", "list of integers"),
+    ("spill_miss_all = 0.5", "spill_miss_all", "must exceed spill_miss_from"),
+    ("register_alloc_unit = 0", "register_alloc_unit", "must be positive"),
 ], ids=lambda v: v if isinstance(v, str) and "=" not in v else None)
 def test_validation_errors_name_the_field(tmp_path: Path, body: str, field: str, rule: str) -> None:
     with pytest.raises(SpecError) as error:
