@@ -245,10 +245,13 @@ def _log_residuals(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFac
 
 
 def _nonzero_value(spec: HardwareSpec, field: str) -> float:
-    """The field's value, or where it is 0 (a term switched off) its `_default_value`: a
-    magnitude the term plausibly has, to probe and to start a fit from."""
+    """The field's value, or where its term is switched off (a time of 0, a rate a
+    thousandfold past its default: no time at all) its `_default_value`: a magnitude the
+    term plausibly has, to probe and to start a fit from."""
     value = getattr(spec, field)
-    return value if value > 0 else _default_value(spec, field)
+    default = _default_value(spec, field)
+    rate = any(t.field == field and t.rate for t in perf_model.TERMS)
+    return default if value <= 0 or (rate and value > 1000 * default) else value
 
 
 def _default_value(spec: HardwareSpec, field: str) -> float:
@@ -285,9 +288,9 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
     e.g. its calibration program) each group weighs the same however many samples it has:
     a kernel whose configs were sampled densely does not outvote the rest.
 
-    A term the descent switches off (shrunk a thousandfold) can no longer pull back: in
-    log space its gradient vanishes with it. The fit restarts once with such terms at their
-    default magnitude and keeps the better of the two."""
+    A term the descent switches off (a time shrunk a thousandfold, a rate grown so) can no
+    longer pull back: in log space its gradient vanishes with it. The fit restarts once with
+    such terms at their default magnitude and keeps the better of the two."""
     if len(profiles) < 4 or len(profiles) != len(measured_s):
         raise ValueError("fit needs at least 4 (profile, measured time) pairs, one time each")
     if groups is not None and len(groups) != len(profiles):
@@ -304,7 +307,12 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
         logs = _levenberg_marquardt(start, fields, initial, profiles, log_times, iterations,
                                     sample_weights)
         defaults = np.log([_default_value(spec, f) for f in fields])
-        collapsed = logs < np.minimum(initial, defaults) - np.log(1000.0)
+        # Switched off: a time shrunk a thousandfold, or a rate grown so (from its default:
+        # a spec that stored a switched-off rate starts there, and would stay there).
+        rates = np.array([any(t.field == f and t.rate for t in perf_model.TERMS)
+                          for f in fields])
+        collapsed = np.where(rates, logs > defaults + np.log(1000.0),
+                             logs < np.minimum(initial, defaults) - np.log(1000.0))
         if collapsed.any():
             retry = _levenberg_marquardt(start, fields, np.where(collapsed, defaults, logs),
                                          profiles, log_times, iterations, sample_weights)

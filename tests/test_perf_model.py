@@ -1073,6 +1073,20 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
     assert result.max_error < 1e-4
 
 
+def test_fit_brings_back_a_rate_a_stored_spec_switched_off():
+    """A rate fitted to no time at all (a spec that stored sm_bandwidth = 5e23: no sample
+    then moved by it) is probed and started from its default, so later samples that do
+    exercise it fit it again."""
+    start = gxusim.load_spec("gxu-on-h200")
+    truth = start.replace(sm_bandwidth=1.5e11)
+    launches = [f for f in _varied_launches(truth)
+                if not any(p.scans or p.transposed for p in f.phases)]
+    result = fit(start.replace(sm_bandwidth=5e23), launches,
+                 [predict_seconds(p, truth) for p in launches])
+    assert "sm_bandwidth" in result.fitted
+    assert result.spec.sm_bandwidth == pytest.approx(1.5e11, rel=0.02)
+
+
 def test_fit_keeps_what_the_samples_do_not_exercise_and_shrugs_off_an_outlier():
     start = gxusim.load_spec("gxu-on-h200")
     truth = start.replace(memory_latency_s=5e-7, sm_bandwidth=1.5e11)
