@@ -52,13 +52,24 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torc
     return F.layer_norm(x, (x.shape[1],), weight, bias)
 
 
-def probed(plan: object) -> bool:
-    """Unpipelined plans of 32 programs, 1-8 warps, 32 or 64 elements a thread, chunks of
-    128 or 2048."""
-    chunk = plan.meta.get("R0_BLOCK")
-    per_thread = plan.meta.get("XBLOCK", 1) * (chunk or 0) / (32 * plan.num_warps)
-    return plan.programs == PROGRAMS and (plan.num_stages or 1) == 1 and \
-        plan.num_warps in (1, 2, 4, 8) and chunk in (128, 2048) and per_thread in (32, 64)
+@dataclasses.dataclass(frozen=True)
+class PlanChoice:
+    """Which of a layernorm's candidate plans a benchmark times: 32 programs, chunks of 128
+    or 2048, these warps and elements a thread, and these pipelining depths (None: any)."""
+    warps: tuple[int, ...]
+    per_thread: tuple[int, ...]
+    stages: tuple[int, ...] | None = None
+
+    def __call__(self, plan: object) -> bool:
+        chunk = plan.meta.get("R0_BLOCK")
+        per_thread = plan.meta.get("XBLOCK", 1) * (chunk or 0) / (32 * plan.num_warps)
+        return plan.programs == PROGRAMS and chunk in (128, 2048) and \
+            plan.num_warps in self.warps and per_thread in self.per_thread and \
+            (self.stages is None or (plan.num_stages or 1) in self.stages)
+
+
+# Unpipelined plans of 1-8 warps, 32 or 64 elements a thread.
+PROBED = PlanChoice(warps=(1, 2, 4, 8), per_thread=(32, 64), stages=(1,))
 
 
 def set_carveout(binary: object, percent: int) -> None:
@@ -103,7 +114,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
     # The model's view of the largest carveout: a driver that offers no other.
     largest = spec.replace(smem_carveouts=(spec.smem_per_sm,))
     rows = []
-    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, probed):
+    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, PROBED):
         measured = {}
         for name, percent in CARVEOUTS.items():
             set_carveout(binary, percent)

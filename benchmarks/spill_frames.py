@@ -34,19 +34,11 @@ from gxusim import launch_facts, perf_model
 from gxusim import target as targets
 from gxusim.report import format_table
 from gxusim.residency import DRIVER_SMEM_PER_BLOCK
-from l1_carveout import PERCENT_FOR_CARVEOUT, layernorm_plans, set_carveout
+from l1_carveout import PERCENT_FOR_CARVEOUT, PlanChoice, layernorm_plans, set_carveout
 from narrow_lines import model_seconds
 
-PROGRAMS = 32
-WARPS = (1, 2, 4)
-ELEMENTS_PER_THREAD = 64
-
-
-def probed(plan: object) -> bool:
-    chunk = plan.meta.get("R0_BLOCK")
-    per_thread = plan.meta.get("XBLOCK", 1) * (chunk or 0) / (32 * plan.num_warps)
-    return plan.programs == PROGRAMS and plan.num_warps in WARPS and \
-        chunk in (128, 2048) and per_thread == ELEMENTS_PER_THREAD
+# 1-4 warps, 64 elements a thread, any pipelining depth.
+PROBED = PlanChoice(warps=(1, 2, 4), per_thread=(64,))
 
 
 def spilled_words(facts: launch_facts.LaunchFacts, spec: gxusim.HardwareSpec) -> float:
@@ -58,7 +50,7 @@ def spilled_words(facts: launch_facts.LaunchFacts, spec: gxusim.HardwareSpec) ->
 
 def measure(spec: gxusim.HardwareSpec) -> list[dict]:
     rows = []
-    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, probed):
+    for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, PROBED):
         ring = found.smem_per_block + DRIVER_SMEM_PER_BLOCK
         for carveout, percent in PERCENT_FOR_CARVEOUT.items():
             if carveout < ring:
