@@ -136,7 +136,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         totals["autotune"] += target.time_launch(kernel._target_launch(best), args)
     return {**{f"{k}_s": v for k, v in totals.items()}, "ceiling_config": "; ".join(configs),
             "candidates": candidates_timed, "refused": refused, "bytes": bytes_moved,
-            "samples": samples}
+            "torch": torch.__version__, "samples": samples}
 
 
 def run_case(case: Case, spec: gxusim.HardwareSpec) -> dict:

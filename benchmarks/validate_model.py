@@ -15,7 +15,11 @@ compiled here for gxu on FakeTensors (predict-only, nothing runs), and every lau
 are `LaunchPlan.facts` of its stored plan on the regenerated kernel, so files measured
 before the model gained a fact (phases) are judged by the current model. A kernel this
 machine's Inductor generates differently (another name or sizes) keeps its stored facts;
-`--stored-facts` keeps them all.
+`--stored-facts` keeps them all. Run it with the torch that timed the files (the stored
+H200 files: torch 2.11, the GPU machine's; a virtual environment holds it beside another):
+Inductor's kernels differ between versions in ways that keep their names and sizes (2.11
+marks the transformer's k load evict_last, which L2 keeps across the timing's flush, and
+2.13 does not), and the first line printed says whether the versions agree.
 
 `--registers` (the output of `benchmarks/registers.py`) gives the launches that were timed
 before the cuda target recorded what their binaries say (ptxas's spills,
@@ -122,6 +126,29 @@ def calibration_samples(path: Path) -> list[dict]:
 
 
 PLAN_KEYS = ("meta", "num_warps", "programs", "num_stages")
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def torch_check(paths: list[Path]) -> str:
+    """A line on whether this torch generates the kernels the files timed: Inductor's
+    differ between versions (torch 2.11 marks the transformer's k load evict_last, which
+    L2 keeps across the timing's flush; 2.13 leaves it unmarked), and facts are recomputed
+    from the kernels regenerated here. Rows say which torch ran them (files from before
+    2026-12-02 do not: the H200 ones are torch 2.11's, the GPU machine's)."""
+    measured = {_minor(row["torch"]) for path in paths for row in json.loads(path.read_text())
+                if isinstance(row, dict) and row.get("torch")}
+    here = _minor(torch.__version__)
+    if not measured:
+        return (f"kernels regenerated with torch {here}; the files do not say which torch "
+                f"generated theirs (regenerate with that one: kernels differ by version)")
+    if measured != {here}:
+        return (f"WARNING: kernels regenerated with torch {here}, but the files were timed "
+                f"with torch {', '.join(sorted(measured))}: their kernels may differ (eviction "
+                f"hints, tiling); regenerate with the torch that ran them")
+    return f"kernels regenerated with torch {here}, as the files were timed"
 
 
 def _launch_meta(kernel_row: dict) -> dict:
@@ -380,6 +407,7 @@ def main() -> int:
     if args.predict_only and args.stored_facts:
         parser.error("--predict-only recomputes the facts: drop --stored-facts")
     if not args.stored_facts:
+        print(torch_check([p for p in (args.calibration, args.ceiling, args.sweep) if p]))
         kept = recompute_facts(calibration, spec) + \
             recompute_facts(samples, spec, binary=not args.predict_only)
         print(f"facts recomputed by LaunchPlan.facts from the regenerated kernels "

@@ -104,7 +104,8 @@ class Sample:
     measured_s: float
 
     def as_row(self, spec: HardwareSpec) -> dict:
-        return {"program": self.program, "kernel": self.kernel, **self.plan,
+        return {"program": self.program, "kernel": self.kernel, "torch": torch.__version__,
+                **self.plan,
                 "facts": dataclasses.asdict(self.facts), "measured_s": self.measured_s,
                 "predicted_s": perf_model.predict_seconds(self.facts, spec)}
 

@@ -187,9 +187,10 @@ class Access:
     # (axis, n): the index follows that axis only through `axis // n`, so n neighbours
     # share each address (an embedding's token id, shared by the columns of its row)
     repeats: tuple = ()
-    # a load that asks the L1 to give up its lines first (`eviction_policy='evict_first'`:
-    # Inductor marks a value's last read so)
-    evict_first: bool = False
+    # a load's `eviction_policy`: "evict_first" (Inductor marks a value's last read so:
+    # its lines go first), "evict_last" (a value read again, or read uncoalesced: its lines
+    # outlast normal traffic), "" (none)
+    eviction: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,12 +282,12 @@ class _PhaseReader:
         axes, broadcast = self.index_axes(address)
         depth = 0 if store else 1 + max([self.depth.get(n, 0) for n in _names(address)] + [0])
         size = _ELEMENT_BYTES.get(self.pointers.get(pointers[0], ""), 4) if pointers else 4
-        evict_first = any(keyword.arg == "eviction_policy" and
-                          isinstance(keyword.value, ast.Constant) and
-                          keyword.value.value == "evict_first" for keyword in call.keywords)
+        eviction = next((keyword.value.value for keyword in call.keywords
+                         if keyword.arg == "eviction_policy" and
+                         isinstance(keyword.value, ast.Constant)), "")
         return Access(pointers[0] if pointers else "", axes, broadcast, size, store, depth,
                       self.unit_axes(address), self.address_repeats(address, axes),
-                      evict_first and not store)
+                      "" if store else eviction)
 
     def address_repeats(self, address: ast.AST, axes: frozenset) -> tuple:
         """(axis, n) for each axis the address follows only through `axis // n` names."""

@@ -33,7 +33,9 @@ class PhaseFacts:
     transcendental_steps: float = 0.0  # libdevice calls on that chain, in expf's
     reductions: int = 0  # block reductions per tile (cross-warp exchanges)
     scans: int = 0  # block scans per iteration
-    transposed: bool = False  # loads and stores disagree on the contiguous axis
+    # accesses disagree on the contiguous axis (loads and stores: a transpose; a gather's
+    # table rows and its indices): Triton converts the block's layout in shared memory
+    transposed: bool = False
     looped: bool = False  # a chunk loop (loads serialised per chunk) rather than tile level
     pipeline_stages: int = 1  # a chunk loop's software-pipelining depth (stages - 1 ahead)
     sector_bytes: float = 0.0  # load + store bytes in whole 32-byte sectors (0: unknown, as moved)
@@ -67,6 +69,9 @@ class PhaseFacts:
     # Of load_bytes, what the loads ask the L1 to give up first (`evict_first`: a value's
     # last read), which leaves the lines it holds for others (spilled words)
     evict_first_bytes: float = 0.0
+    # ... and what they ask L2 to keep (`evict_last`, of buffers the kernel reads no later
+    # evict_first): lines that outlast normal traffic, a cache flush between launches too
+    evict_last_bytes: float = 0.0
 
 
 class Phases(list):
@@ -134,7 +139,12 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
     phases, size = sized_phases(source, blocks, pointer_bytes)
     block = math.prod(size.values())
-    return tuple(_phase_facts(phase, size, block, chunks, stages) for phase in phases)
+    # A buffer the kernel reads again evict_first (Inductor's last read of a value read
+    # twice) loses its evict_last lines' hold: on the H200 an evict_first read of 2-8 MB
+    # read evict_last before leaves nothing for the next launch (benchmarks/l2_kept.py).
+    released = frozenset(a.pointer for phase in phases for a in phase.accesses
+                         if a.eviction == "evict_first")
+    return tuple(_phase_facts(phase, size, block, chunks, stages, released) for phase in phases)
 
 
 def pipelined(stages: int, chunks: int) -> bool:
@@ -175,7 +185,7 @@ def sized_phases(source: str, blocks: Mapping[str, int],
 
 
 def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
-                 stages: int) -> PhaseFacts:
+                 stages: int, released: frozenset = frozenset()) -> PhaseFacts:
     def elements(axes: Iterable[str]) -> int:
         return math.prod(size[a] for a in axes)
 
@@ -207,6 +217,13 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         return max(0.0, 1 - run(access) / SECTOR_BYTES) if along_tiles else 0.0
 
     narrow = [(a, moved(a) / run(a)) for a in loads if run(a) < VECTOR_BYTES]
+    # A gather whose table rows run along another axis than its indices reads them
+    # vectorised along that axis, where the block has more than one element on it: the
+    # indices are converted to its layout in shared memory. The gxu embedding mean (128
+    # x 64 int64 ids a chunk): 64 KB of shared memory, 64 stores and 16 loads a thread,
+    # 8 barriers (H200 binary); the seed's, one table column a tile, converts nothing.
+    gather_converts = phase.gathers_across and any(
+        size[axis] > 1 for a in loads if a.depth > 1 for axis in a.unit_axes & a.axes)
     return PhaseFacts(
         iterations=chunks if phase.looped else 1,
         elements=block if phase.looped else elements(phase.axes),
@@ -214,7 +231,8 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         store_bytes=float(sum(moved(a) for a in streamed if a.store)),
         load_depth=max([a.depth for a in phase.accesses if not a.store], default=0),
         arithmetic_steps=phase.arithmetic_steps, transcendental_steps=phase.transcendental_steps,
-        reductions=phase.reductions, scans=phase.scans, transposed=phase.transposed,
+        reductions=phase.reductions, scans=phase.scans,
+        transposed=phase.transposed or gather_converts,
         reduced_rows=size["x"] * size["y"] if phase.reductions else 1,
         looped=phase.looped, pipeline_stages=stages if phase.looped and pipelined(
             stages, chunks) else 1,
@@ -226,7 +244,9 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         narrow_shared_share=sum(runs * shared_share(a) for a, runs in narrow) /
         max(1.0, sum(runs for _, runs in narrow)),
         tile_invariant_bytes=float(sum(moved(a) for a in loads if not a.axes & {"x", "y"})),
-        evict_first_bytes=float(sum(moved(a) for a in loads if a.evict_first)))
+        evict_first_bytes=float(sum(moved(a) for a in loads if a.eviction == "evict_first")),
+        evict_last_bytes=float(sum(moved(a) for a in loads if a.eviction == "evict_last"
+                                   and a.pointer not in released)))
 
 
 def legacy_phase(facts: LaunchFacts) -> PhaseFacts:

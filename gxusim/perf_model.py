@@ -185,9 +185,38 @@ class CachedRows:
     wait_s: float = 0.0
 
 
+def evict_last_bytes(facts: LaunchFacts) -> float:
+    """The distinct bytes of a launch's `evict_last` loads (`PhaseFacts.evict_last_bytes`)."""
+    requested = facts.programs * facts.tiles_per_program * sum(
+        phase.iterations * phase.evict_last_bytes for phase in facts.phases)
+    return min(requested, facts.footprint_bytes) if facts.footprint_bytes else requested
+
+
+def kept_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
+    """The share of a launch's `evict_last` lines that L2 still holds at its next launch:
+    all up to `l2_kept_bytes` of them (distinct bytes), none from `l2_kept_none_bytes`.
+
+    Normal traffic evicts normal lines first, the 256 MB that `do_bench` writes to flush
+    L2 before each timed run included. H200 (benchmarks/l2_kept.py, a copy on 32 programs
+    of 16 warps): reading 2-10 MB evict_last takes two thirds of the unmarked read's time,
+    11-14 MB 80-90%, 16 MB and more all of it. The transformer's k transpose (2 MB of a
+    6.3 MB qkv buffer) takes 10 us where Inductor marks its load evict_last (torch 2.11)
+    and 15 us without the mark (torch 2.13's kernel)."""
+    marked = evict_last_bytes(facts)
+    if not spec.l2_kept_none_bytes or not marked:
+        return 0.0
+    none = min(spec.l2_kept_none_bytes, spec.l2_bytes or spec.l2_kept_none_bytes)
+    whole = min(spec.l2_kept_bytes, none)  # L2 keeps no more than it holds
+    if marked >= none:
+        return 0.0
+    return 1.0 if marked <= whole else (none - marked) / (none - whole)
+
+
 def cached_rows(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchFacts,
                 spec: HardwareSpec) -> CachedRows:
-    """What a chunk loop loads that a cache gives back: the rows an earlier chunk loop of
+    """What a phase loads that a cache gives back: where all its loads were marked
+    `evict_last`, the share L2 kept of them since the last launch (`kept_share`), a round
+    trip to L2 each. A chunk loop's besides: the rows an earlier chunk loop of
     the same tile loaded (softmax's and layernorm's later passes over their rows), where the
     tile's rows fit in the program's share of L2, and what every tile loads alike (a
     layernorm's weight and bias, `PhaseFacts.tile_invariant_bytes`). They come from the
@@ -197,6 +226,10 @@ def cached_rows(phase: PhaseFacts, earlier: Sequence[PhaseFacts], facts: LaunchF
     hit's wait (tens of cycles) is not charged. H200, layernorm bf16 4096x4096 on 8 warps,
     8 rows a tile (64 KB), unpipelined: 80 us, predicted 115 at an L2 round trip a wait,
     89 at none; the pipelined plans of the same tiles were within 15% already."""
+    kept = kept_share(facts, spec) if phase.load_bytes and \
+        phase.evict_last_bytes >= phase.load_bytes else 0.0
+    if kept:
+        return CachedRows(kept * phase.load_bytes, spec.l2_latency_s)
     if not phase.looped:
         return CachedRows()
     first = next((p for p in earlier if p.looped and p.load_bytes > 0
@@ -233,13 +266,14 @@ def reused_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
 
 
 def dram_bytes(facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """Bytes the launch moves to and from DRAM: its traffic, but no more than its distinct
-    bytes where L2 answers the lines asked for again (`reused_share`): each comes from DRAM
-    once. The plan's facts count each argument once already; the emulator's sector traffic
-    counts every request."""
+    """Bytes the launch moves to and from DRAM: its traffic less the lines L2 kept from the
+    last launch (`kept_share`), but no more than its distinct bytes where L2 answers the
+    lines asked for again (`reused_share`): each comes from DRAM once. The plan's facts
+    count each argument once already; the emulator's sector traffic counts every request."""
+    moved = max(0.0, facts.bytes_moved - kept_share(facts, spec) * evict_last_bytes(facts))
     if not reused_share(facts, spec):
-        return facts.bytes_moved
-    return min(facts.bytes_moved, facts.footprint_bytes)
+        return moved
+    return min(moved, facts.footprint_bytes)
 
 
 def _round_trips(field: str, seconds: float, reused: float,
@@ -464,6 +498,11 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # A wait across a block barrier is spent mostly reducing, unless it is the tile's
     # first: nothing ran before that one (a transpose's load, waited for after the barrier
     # guarding its shared memory, is all of its tile's waits).
+    if cached.bytes:  # lines L2 kept (`cached_rows`): each round trip is L2's
+        hits = min(1.0, cached.bytes / phase.load_bytes)
+        latency = {**_round_trips("memory_latency_s", (1 - hits) * phase.load_depth *
+                                  spec.memory_latency_s, reused, spec),
+                   "l2_latency_s": hits * phase.load_depth * cached.wait_s}
     waits = phase.round_trips + phase.late_round_trips
     late = min(phase.late_round_trips, max(0.0, waits - 1))
     if waits:

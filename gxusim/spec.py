@@ -72,6 +72,11 @@ class HardwareSpec:
     register_alloc_unit: int = 256
     register_sub_partitions: int = 4
     l2_bytes: int = 0
+    # Lines that loads mark evict_last outlast normal traffic in L2, a cache flush between
+    # launches included: all of a launch's such lines up to l2_kept_bytes, none from
+    # l2_kept_none_bytes, in proportion between (0: none kept; neither past l2_bytes).
+    l2_kept_bytes: int = 0
+    l2_kept_none_bytes: int = 0
     # The SM's L1 data cache and shared memory are one array of l1_bytes (0: not modelled),
     # split at one of smem_carveouts (bytes of shared memory, ascending) per kernel: what
     # shared memory leaves is the L1 an asynchronous copy of a narrow run passes through
@@ -103,6 +108,7 @@ _POSITIVE_INTS = (
     "register_alloc_unit", "register_sub_partitions",
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
+_CACHE_BYTES = ("l2_bytes", "l1_bytes", "l2_kept_bytes", "l2_kept_none_bytes")  # 0: not modelled
 # The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
@@ -122,7 +128,7 @@ def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
 def _check_types(spec: HardwareSpec) -> None:
     if not isinstance(spec.name, str) or not spec.name:
         raise SpecError(f"spec name = {spec.name!r} is invalid: must be a non-empty string")
-    for field in _POSITIVE_INTS + ("l2_bytes", "l1_bytes"):
+    for field in _POSITIVE_INTS + _CACHE_BYTES:
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
@@ -141,7 +147,7 @@ def _check_positive(spec: HardwareSpec) -> None:
     for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
         if getattr(spec, field) <= 0:
             _fail(spec, field, "must be positive")
-    for field in _MODEL_TERMS + ("l2_bytes", "l1_bytes"):
+    for field in _MODEL_TERMS + _CACHE_BYTES:
         if getattr(spec, field) < 0:
             _fail(spec, field, "must not be negative")
 
@@ -178,6 +184,9 @@ def _check_consistency(spec: HardwareSpec) -> None:
     if spec.spill_miss_all <= spec.spill_miss_from:
         _fail(spec, "spill_miss_all", f"must exceed spill_miss_from = {spec.spill_miss_from} "
               f"(the frame / L1 ratio where spilled words begin to miss the L1)")
+    if spec.l2_kept_none_bytes and spec.l2_kept_none_bytes <= spec.l2_kept_bytes:
+        _fail(spec, "l2_kept_none_bytes", f"must exceed l2_kept_bytes = {spec.l2_kept_bytes} "
+              f"(or be 0: L2 keeps no evict_last line)")
     if spec.max_grid < 1:
         _fail(spec, "max_grid", "must allow at least one program (one wave of a single program)")
 

@@ -89,6 +89,7 @@ def _row(run: Run, policy: str, launches: Sequence[Launch], target: str,
         "model": run.model, "policy": policy, "scale": run.scale,
         "size": CASES[run.model].size(run.scale), "spec": spec.name, "target": target,
         "train": run.train, "dtype": "float32",
+        "torch": torch.__version__,  # its Inductor wrote the kernels (they differ by version)
         "predicted_s": sum(launch.predicted_s or 0.0 for launch in kernels),
         "measured_s": sum(measured) if measured and None not in measured else None,
         "matches_eager": matches_eager, "within_spec": not outside and error is None,

@@ -74,6 +74,9 @@ def _spec_file(tmp_path: Path, body: str) -> Path:
     ('smem_carveouts = ["all"]', "smem_carveouts", "list of integers"),
     ("spill_miss_all = 0.5", "spill_miss_all", "must exceed spill_miss_from"),
     ("register_alloc_unit = 0", "register_alloc_unit", "must be positive"),
+    ("l2_bytes = 8388608\nl2_kept_bytes = 4194304\nl2_kept_none_bytes = 2097152",
+     "l2_kept_none_bytes", "must exceed l2_kept_bytes"),
+    ("l2_kept_bytes = -1", "l2_kept_bytes", "must not be negative"),
 ], ids=lambda v: v if isinstance(v, str) and "=" not in v else None)
 def test_validation_errors_name_the_field(tmp_path: Path, body: str, field: str, rule: str) -> None:
     with pytest.raises(SpecError) as error:

@@ -29,3 +29,33 @@ EMBEDDING_SUM = textwrap.dedent("""
             tmp4 = tl.sum(_tmp4, 1)[:, None]
             tl.store(out_ptr0 + (x3), tmp4, None)
 """)
+
+# The transformer block's k transpose (qkv rows of 192, k at columns 64-127, batch 32 x 256
+# tokens) as torch 2.11's Inductor writes it: it marks the uncoalesced-looking load of k
+# evict_last (torch 2.13 leaves it unmarked).
+K_TRANSPOSE = textwrap.dedent("""
+    @triton_heuristics.pointwise(triton_meta={'signature': {'in_ptr0': '*fp32', 'in_ptr1': '*fp32', 'out_ptr0': '*fp32', 'ynumel': 'i32', 'xnumel': 'i32', 'YBLOCK': 'constexpr', 'XBLOCK': 'constexpr'}})
+    @triton.jit
+    def triton_poi_fused_addmm_clone_split_transpose_view_2(in_ptr0, in_ptr1, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):
+        ynumel = 2048
+        xnumel = 256
+        x_tiles = tl.cdiv(xnumel, XBLOCK)
+        n_tiles = x_tiles * tl.cdiv(ynumel, YBLOCK)
+        for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            xtile = tile % x_tiles
+            ytile = tile // x_tiles
+            yoffset = ytile * YBLOCK
+            yindex = yoffset + tl.arange(0, YBLOCK)[:, None]
+            ymask = tl.full([YBLOCK], True, tl.int1)[:, None]
+            xoffset = xtile * XBLOCK
+            xindex = xoffset + tl.arange(0, XBLOCK)[None, :]
+            xmask = xindex < xnumel
+            y0 = (yindex % 64)
+            x2 = xindex
+            y1 = yindex // 64
+            y3 = yindex
+            tmp0 = tl.load(in_ptr0 + (64 + y0), None, eviction_policy='evict_last')
+            tmp1 = tl.load(in_ptr1 + (64 + y0 + 192*x2 + 49152*y1), xmask, eviction_policy='evict_last')
+            tmp2 = tmp0 + tmp1
+            tl.store(out_ptr0 + (x2 + 256*y3), tmp2, xmask)
+    """)
