@@ -140,7 +140,7 @@ def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
     phases, size = sized_phases(source, blocks, pointer_bytes)
     block = math.prod(size.values())
     # A buffer the kernel reads again evict_first (Inductor's last read of a value read
-    # twice) loses its evict_last lines' hold: on the H200 an evict_first read of 2-8 MB
+    # twice) loses its evict_last lines' hold: on the H200 an evict_first read of 1-64 MB
     # read evict_last before leaves nothing for the next launch (benchmarks/l2_kept.py).
     released = frozenset(a.pointer for phase in phases for a in phase.accesses
                          if a.eviction == "evict_first")

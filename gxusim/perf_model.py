@@ -198,8 +198,8 @@ def kept_share(facts: LaunchFacts, spec: HardwareSpec) -> float:
 
     Normal traffic evicts normal lines first, the 256 MB that `do_bench` writes to flush
     L2 before each timed run included. H200 (benchmarks/l2_kept.py, a copy on 32 programs
-    of 16 warps): reading 2-10 MB evict_last takes two thirds of the unmarked read's time,
-    11-14 MB 80-90%, 16 MB and more all of it. The transformer's k transpose (2 MB of a
+    of 16 warps): reading 2-11 MB evict_last takes 0.64-0.80 of the unmarked read's time,
+    12-14 MB 0.75-0.92, 16 MB and more all of it. The transformer's k transpose (2 MB of a
     6.3 MB qkv buffer) takes 10 us where Inductor marks its load evict_last (torch 2.11)
     and 15 us without the mark (torch 2.13's kernel)."""
     marked = evict_last_bytes(facts)
@@ -494,15 +494,15 @@ def _memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # charged to loads_in_flight) and the SM's bandwidth (Little's law either way).
     accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
     slots = in_flight_vectors(facts, spec)
-    # The binary's waits a tile where it was read (a gather's are its index's and its own).
-    # A wait across a block barrier is spent mostly reducing, unless it is the tile's
-    # first: nothing ran before that one (a transpose's load, waited for after the barrier
-    # guarding its shared memory, is all of its tile's waits).
     if cached.bytes:  # lines L2 kept (`cached_rows`): each round trip is L2's
         hits = min(1.0, cached.bytes / phase.load_bytes)
         latency = {**_round_trips("memory_latency_s", (1 - hits) * phase.load_depth *
                                   spec.memory_latency_s, reused, spec),
                    "l2_latency_s": hits * phase.load_depth * cached.wait_s}
+    # The binary's waits a tile where it was read (a gather's are its index's and its own).
+    # A wait across a block barrier is spent mostly reducing, unless it is the tile's
+    # first: nothing ran before that one (a transpose's load, waited for after the barrier
+    # guarding its shared memory, is all of its tile's waits).
     waits = phase.round_trips + phase.late_round_trips
     late = min(phase.late_round_trips, max(0.0, waits - 1))
     if waits:
