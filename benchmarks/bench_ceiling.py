@@ -87,8 +87,10 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
     target = targets.active()
     totals = {"seed": 0.0, "gxu": 0.0, "autotune": 0.0, "ceiling": 0.0}
     configs, candidates_timed, bytes_moved, samples, refused = [], 0, 0.0, [], []
+    sources = {}  # kernel -> its source, as this process's Inductor wrote it
     for launch in captured:
         kernel, args = launch.kernel, launch.args
+        sources[kernel.name] = kernel.shape.source
         numels = kernel.numels(args)
         kernel_bytes = kernel.shape.argument_bytes(args)
         bytes_moved += kernel_bytes
@@ -136,7 +138,7 @@ def _kernel_rows(case: Case, captured: list, spec: gxusim.HardwareSpec, dtype: t
         totals["autotune"] += target.time_launch(kernel._target_launch(best), args)
     return {**{f"{k}_s": v for k, v in totals.items()}, "ceiling_config": "; ".join(configs),
             "candidates": candidates_timed, "refused": refused, "bytes": bytes_moved,
-            "torch": torch.__version__, "samples": samples}
+            "torch": torch.__version__, "sources": sources, "samples": samples}
 
 
 def run_case(case: Case, spec: gxusim.HardwareSpec) -> dict:

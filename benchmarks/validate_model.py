@@ -15,11 +15,12 @@ compiled here for gxu on FakeTensors (predict-only, nothing runs), and every lau
 are `LaunchPlan.facts` of its stored plan on the regenerated kernel, so files measured
 before the model gained a fact (phases) are judged by the current model. A kernel this
 machine's Inductor generates differently (another name or sizes) keeps its stored facts;
-`--stored-facts` keeps them all. Run it with the torch that timed the files (the stored
-H200 files: torch 2.11, the GPU machine's; a virtual environment holds it beside another):
-Inductor's kernels differ between versions in ways that keep their names and sizes (2.11
-marks the transformer's k load evict_last, which L2 keeps across the timing's flush, and
-2.13 does not), and the first line printed says whether the versions agree.
+`--stored-facts` keeps them all. Inductor's kernels differ between torch versions in ways
+that keep their names and sizes (2.11 marks the transformer's k load evict_last, which L2
+keeps across the timing's flush, and 2.13 does not): launches measured from 2026-12-02 on
+keep their kernel's source and sizes, and their facts come from those; older ones need
+the torch that timed them (the stored H200 files: torch 2.11, the GPU machine's; a virtual
+environment holds it beside another). The first line printed says which is which.
 
 `--registers` (the output of `benchmarks/registers.py`) gives the launches that were timed
 before the cuda target recorded what their binaries say (ptxas's spills,
@@ -44,6 +45,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -90,6 +92,7 @@ def held_out_samples(ceiling: Path | None, sweep: Path | None) -> list[dict]:
             for s in row.get("samples", []):
                 if s.get("facts"):
                     samples.append({"group": f"ceiling {s['case']}", "kernel": s["kernel"],
+                                    "source": row.get("sources", {}).get(s["kernel"]),
                                     "policy": s.get("policy", "candidate"),
                                     "plan": {k: s.get(k) for k in PLAN_KEYS},
                                     "n_tiles": s.get("n_tiles"), "numels": s.get("numels"),
@@ -103,7 +106,8 @@ def held_out_samples(ceiling: Path | None, sweep: Path | None) -> list[dict]:
                                     "plan": {"meta": _launch_meta(k), "num_warps": k["num_warps"],
                                              "programs": k["programs"],
                                              "num_stages": _sweep_stages(k)},
-                                    "n_tiles": k.get("tiles"), "numels": None,
+                                    "n_tiles": k.get("tiles"), "numels": k.get("numels"),
+                                    "source": k.get("source"),
                                     "facts": k["facts"], "measured_s": k["measured_s"]})
     return samples
 
@@ -121,7 +125,8 @@ def _sweep_stages(kernel_row: dict) -> int | None:
 def calibration_samples(path: Path) -> list[dict]:
     return [{"group": f"calibration {r['program']}", "kernel": r["kernel"],
              "policy": "candidate", "plan": {k: r.get(k) for k in PLAN_KEYS}, "n_tiles": None,
-             "numels": r.get("numels"), "facts": r["facts"], "measured_s": r["measured_s"]}
+             "numels": r.get("numels"), "source": r.get("source"), "facts": r["facts"],
+             "measured_s": r["measured_s"]}
             for r in json.loads(path.read_text())]
 
 
@@ -220,20 +225,35 @@ def kernel_shapes(groups: set) -> dict:
     return shapes
 
 
+def _recorded(sample: dict) -> bool:
+    """Whether the measurement kept its kernel's source and sizes (files from 2026-12-02 on)."""
+    return bool(sample.get("source") and sample.get("numels"))
+
+
+@functools.lru_cache(maxsize=None)
+def _shape_of(source: str, kernel: str):
+    from gxusim.compiler.plan import kernel_shape_from_source
+    return kernel_shape_from_source(source, kernel)
+
+
 def recompute_facts(samples: list[dict], spec: gxusim.HardwareSpec, binary: bool = True) -> int:
     """Replace each sample's stored facts by `LaunchPlan.facts` of its plan on its kernel's
-    regenerated source (phases included), with what the GPU run's binary said unless
+    source (the one the measurement kept, else regenerated here; phases included), with
+    what the GPU run's binary said unless
     `binary` is False (predict-only: the plan, the source and the spec alone); returns how
     many kept their stored facts (no matching kernel: a kernel the GPU run generated
     differently)."""
     from gxusim.compiler.plan import LaunchPlan
-    shapes = kernel_shapes({s["group"] for s in samples})
+    shapes = kernel_shapes({s["group"] for s in samples if not _recorded(s)})
     kept = 0
     for sample in samples:
         stored = sample["facts"]
-        candidates = shapes.get((sample["group"], sample["kernel"]), [])
-        match = [(shape, numels) for shape, numels in candidates
-                 if sample["numels"] is None or numels == sample["numels"]]
+        if _recorded(sample):  # the kernel that ran, whichever torch is here
+            match = [(_shape_of(sample["source"], sample["kernel"]), sample["numels"])]
+        else:
+            candidates = shapes.get((sample["group"], sample["kernel"]), [])
+            match = [(shape, numels) for shape, numels in candidates
+                     if sample["numels"] is None or numels == sample["numels"]]
         if not match:
             kept += 1
             continue
@@ -407,7 +427,10 @@ def main() -> int:
     if args.predict_only and args.stored_facts:
         parser.error("--predict-only recomputes the facts: drop --stored-facts")
     if not args.stored_facts:
-        print(torch_check([p for p in (args.calibration, args.ceiling, args.sweep) if p]))
+        recorded = sum(map(_recorded, calibration + samples))
+        print(f"{recorded} of {len(calibration) + len(samples)} launches kept their kernel's "
+              f"source (facts from it); the rest are regenerated here: "
+              + torch_check([p for p in (args.calibration, args.ceiling, args.sweep) if p]))
         kept = recompute_facts(calibration, spec) + \
             recompute_facts(samples, spec, binary=not args.predict_only)
         print(f"facts recomputed by LaunchPlan.facts from the regenerated kernels "

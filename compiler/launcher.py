@@ -198,7 +198,8 @@ class GXUKernel:
         meta = {**plan.kernel_meta(self.shape), **numels, **self.shape.static_blocks,
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
-                         perf_model.predict_seconds(static_facts, spec), self.fusion)
+                         perf_model.predict_seconds(static_facts, spec), self.fusion,
+                         self.shape.source)
 
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
@@ -232,6 +233,7 @@ class _Prepared:
     facts: launch_facts.LaunchFacts  # from the plan, for targets that count nothing themselves
     predicted_s: float  # ... and what the model makes of them
     fusion: tuple[str, ...]
+    source: str  # the kernel's (launch records carry it)
     # The plan's facts with what a compiled binary told (its spills, the programs its
     # registers and shared memory let reside on an SM), their prediction and the binary's
     # occupancy line: made once, so warm launches share them as they share the plan's.
@@ -275,7 +277,7 @@ class _Prepared:
             meta=dict(self.meta), target=target, policy=self.policy.name,
             findings=list(outcome.findings), predicted_s=predicted_s,
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
-            occupancy_limiter=limiter, occupancy=occupancy)
+            occupancy_limiter=limiter, occupancy=occupancy, source=self.source)
 
 
 class RecordedExternKernels:

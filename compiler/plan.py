@@ -14,9 +14,11 @@ A leaf of the compiler: it knows kernels only through `KernelShape` (read from t
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import math
+import textwrap
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -87,12 +89,23 @@ class KernelShape:
 def kernel_shape(fn: Any, name: str) -> KernelShape:
     """Read a `@triton.jit` kernel's signature (JITFunction or, under TRITON_INTERPRET, its
     InterpretedFunction: both wrap the Python function as `.fn`)."""
-    python_fn = fn.fn
-    params = inspect.signature(python_fn).parameters.values()
-    constexpr = {p.name for p in params if "constexpr" in str(p.annotation)}
-    runtime = tuple(p.name for p in params if p.name not in constexpr)
-    blocks = tuple(p.name for p in params if p.name in constexpr and p.name in BLOCK_PARAMS.values())
-    source = inspect.getsource(python_fn)
+    return kernel_shape_from_source(inspect.getsource(fn.fn), name)
+
+
+def kernel_shape_from_source(source: str, name: str) -> KernelShape:
+    """The `KernelShape` of a kernel's source (as `kernel_shape` reads it, decorators and
+    all): what a stored measurement's kernel was, whichever torch wrote it."""
+    tree = ast.parse(textwrap.dedent(source))
+    function = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                     and node.name == name), None)
+    if function is None:
+        raise ValueError(f"no kernel {name!r} in the source given")
+    params = [(arg.arg, ast.unparse(arg.annotation) if arg.annotation else "")
+              for arg in function.args.args]
+    constexpr = {param for param, annotation in params if "constexpr" in annotation}
+    runtime = tuple(param for param, _ in params if param not in constexpr)
+    blocks = tuple(param for param, _ in params
+                   if param in constexpr and param in BLOCK_PARAMS.values())
     try:
         chunk_loops = sum(phase.looped for phase in kernel_phases(source))
     except Exception:  # noqa: BLE001 - not a generated kernel (a hand-written one, a test's)

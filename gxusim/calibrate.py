@@ -102,10 +102,11 @@ class Sample:
     plan: dict
     facts: launch_facts.LaunchFacts
     measured_s: float
+    source: str = ""  # the kernel's, as this process's Inductor wrote it
 
     def as_row(self, spec: HardwareSpec) -> dict:
         return {"program": self.program, "kernel": self.kernel, "torch": torch.__version__,
-                **self.plan,
+                "source": self.source, **self.plan,
                 "facts": dataclasses.asdict(self.facts), "measured_s": self.measured_s,
                 "predicted_s": perf_model.predict_seconds(self.facts, spec)}
 
@@ -167,7 +168,8 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
                 facts = compiled.with_binary(facts, spec, binary)
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
-                "num_stages": plan.num_stages, "numels": numels}, facts, seconds))
+                "num_stages": plan.num_stages, "numels": numels}, facts, seconds,
+                kernel.shape.source))
     return samples
 
 

@@ -44,6 +44,9 @@ class Launch:
     facts: Optional[LaunchFacts] = None  # what the prediction was made from
     occupancy_limiter: Optional[str] = None  # what caps resident programs per SM
     occupancy: Optional[str] = None  # the emulator's occupancy line (blocks/SM, regs, waves)
+    # The kernel's source as this process's Inductor wrote it (versions write different
+    # ones): stored with measurements, the model's facts can be recomputed from it anywhere.
+    source: str = ""
 
     def fusion_line(self) -> str:
         """The fusion decision in the seed's style: which aten ops became this kernel."""

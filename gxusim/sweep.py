@@ -25,6 +25,7 @@ from . import launch as launch_records
 from .compiler import current_heuristics, use_heuristics
 from .compiler.policies import resolve_policy
 from .findings import limit_findings
+from .kernel_args import NUMEL_ARGS
 from .launch import Launch
 from .models import CASES, Scale
 from .report import format_table, run_case
@@ -75,6 +76,9 @@ def _kernel_row(launch: Launch) -> dict:
         "blocks_per_sm": facts.blocks_per_sm if facts else None,
         "occupancy_limiter": launch.occupancy_limiter, "decision": launch.describe(),
         "facts": dataclasses.asdict(facts) if facts else None,  # to refit the model offline
+        # ... from the kernel that ran, whichever torch regenerates it (benchmarks/validate_model.py)
+        "numels": {k: v for k, v in launch.meta.items() if k in NUMEL_ARGS},
+        "source": launch.source,
     }
 
 

@@ -160,3 +160,42 @@ def test_report_writes_html(rows, tmp_path):
     assert main(["report", str(path), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "row_sum" in page and "[Fusion]" in page and "<img" in page
+
+
+def test_rows_keep_each_kernel_and_the_model_is_judged_on_it(rows, tmp_path):
+    """Inductor writes different sources on different torch versions (2.11 marks the
+    transformer's k load evict_last, 2.13 does not), so a measurement must be judged by the
+    kernel that ran: rows keep each kernel's source and sizes, and
+    benchmarks/validate_model.py recomputes the facts from them, not from a kernel this
+    torch regenerates."""
+    import importlib.util
+    import re
+    from pathlib import Path
+    from gxusim import current_spec
+    from gxusim.compiler.plan import kernel_shape_from_source
+    for row in rows:
+        assert row["torch"] == torch.__version__
+        kernel = row["kernels"][0]
+        shape = kernel_shape_from_source(kernel["source"], kernel["kernel"])
+        assert set(kernel["numels"]) == {name for name, _ in shape.numel_args}
+    path = Path(__file__).parent.parent / "benchmarks/validate_model.py"
+    module_spec = importlib.util.spec_from_file_location("validate_model", path)
+    validate_model = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(validate_model)
+
+    def evict_last_bytes(row: dict, source: str) -> float:
+        """The recomputed facts' evict_last bytes of the row's kernel, timed (the emulator
+        times nothing), with this source recorded."""
+        timed = {**row, "kernels": [{**row["kernels"][0], "source": source, "measured_s": 1e-5}]}
+        saved = tmp_path / "row.json"
+        saved.write_text(json.dumps([timed]))
+        samples = validate_model.held_out_samples(None, saved)
+        assert validate_model.recompute_facts(samples, current_spec(), binary=False) == 0
+        return sum(p["evict_last_bytes"] for p in samples[0]["facts"]["phases"])
+    add_relu = next(r for r in rows if r["model"] == "add_relu")
+    kernel = add_relu["kernels"][0]
+    marked = re.sub(r"(tmp0 = tl\.load\([^\n]*)\)\n", r"\1, eviction_policy='evict_last')\n",
+                    kernel["source"], count=1)
+    assert marked != kernel["source"]
+    assert evict_last_bytes(add_relu, kernel["source"]) == 0
+    assert evict_last_bytes(add_relu, marked) > 0
