@@ -5,7 +5,7 @@ Checked against torch 2.11.0 (GPU machine) and 2.13.0 (development machines).
 
 Inductor's `TritonKernel` writes one tile per program: offsets come from
 `tl.program_id(d)`. `GXUTritonKernel` keeps all of Inductor's lowering, fusion, indexing
-and reduction code and changes three things:
+and reduction code and changes four things:
 
 * the program id of each grid axis becomes a tile index (`xtile`, `ytile`), via
   `iteration_ranges_get_pid`;
@@ -17,7 +17,9 @@ and reduction code and changes three things:
   stages (loops without a `tl.dot` are otherwise never pipelined), and under a capped grid
   each program must keep several chunks in flight to stream (`pipelined_chunk_loops`);
 * the kernel module imports `gxusim.compiler.launcher` as its `triton_heuristics`, so
-  launches go through GXU heuristics and spec checks instead of Inductor's autotuner.
+  launches go through GXU heuristics and spec checks instead of Inductor's autotuner;
+* the largest block Inductor assumes when it drops masks is the plan's limit
+  (`MAX_BLOCK_ELEMENTS`), not its own 4096: gxu tiles are larger.
 
 Kernel kinds that address programs themselves (cooperative and mix-order reductions,
 split scans, combo kernels) are refused with a clear error rather than launched uncapped.
@@ -36,7 +38,7 @@ from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
 
 from gxusim import target
 
-from .plan import PIPELINE_PARAM
+from .plan import MAX_BLOCK_ELEMENTS, PIPELINE_PARAM
 
 TILE_INDEX = {0: "xtile", 1: "ytile"}  # grid axis -> tile index variable in the kernel body
 _CHUNK_LOOP = re.compile(r"(for r0_offset in tl\.range\(0, r0_numel, R0_BLOCK)\):")
@@ -86,6 +88,14 @@ class GXUTritonKernel(TritonKernel):
         with mock.patch.object(torch.utils._triton, "triton_hash_with_backend",
                                lambda: emulator_hash.hexdigest()):
             return super().inductor_meta_common()
+
+    def max_block(self, prefix: str) -> int:
+        # Inductor drops a tree's mask where its size is a multiple of the largest block it
+        # would launch (4096 along x), and shapes block pointers by that block; a gxu plan
+        # may choose any power of two up to the plan's limit, so every such assumption is
+        # made for that limit (else a 32768-element tile over 4096 x 65 elements runs past
+        # the buffers).
+        return MAX_BLOCK_ELEMENTS
 
     def iteration_ranges_get_pid(self, entry) -> str:
         if entry.grid_dim not in TILE_INDEX:

@@ -11,7 +11,9 @@ so `@triton_heuristics.pointwise(...)` and friends wrap each `@triton.jit` kerne
    before anything runs);
 3. executes it on the active target (`gxusim.target`: the GPU, or the emulator), unless
    inside `predict_only()`, where nothing executes (the arguments may be fake tensors);
-4. records a `gxusim.launch.Launch` with the performance model's prediction from the
+4. records a `gxusim.launch.Launch` (and, under `torch.profiler`, a trace event named after
+   the kernel with its grid, warps, tiles per program, policy and predicted time) with the
+   performance model's prediction from the
    target's counted facts (the emulator) or the plan's (the GPU), and any measured time.
 
 Grids are always 1D: the kernels flatten their tile space and loop over it, so the
@@ -27,6 +29,7 @@ import logging
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from gxusim import launch as launch_records
 from gxusim import compiled, launch_facts, perf_model, residency
@@ -214,9 +217,15 @@ class GXUKernel:
             launch_records.record_lazily(prepared.record, "predict", PREDICTED)
             return
         target = targets.active()
-        outcome = target.execute(prepared.launch,
-                                 args if target.accepts_gxu_tensors else to_backing(args),
-                                 spec, stream)
+        kernel_args = args if target.accepts_gxu_tensors else to_backing(args)
+        if autograd_profiler._is_profiler_enabled:
+            # An event under the kernel's name in the profiler's trace, carrying the launch
+            # (on the cuda target, the CUDA kernel it launches is correlated with it).
+            with torch._C._profiler._RecordFunctionFast(self.name, args,
+                                                        prepared.profiler_args(target.name)):
+                outcome = target.execute(prepared.launch, kernel_args, spec, stream)
+        else:
+            outcome = target.execute(prepared.launch, kernel_args, spec, stream)
         if _captured:
             _captured[-1].append(CapturedLaunch(self, prepared.plan, args))
         launch_records.record_lazily(prepared.record, target.name, outcome)
@@ -267,6 +276,15 @@ class _Prepared:
             self.compiled[binary] = (facts, perf_model.predict_seconds(facts, self.spec),
                                      limiter, line)
         return self.compiled[binary]
+
+    def profiler_args(self, target: str) -> dict[str, Any]:
+        """What the profiler's trace shows of this launch (the plan's predicted time)."""
+        plan = self.plan
+        return {"kernel_backend": "gxu", "target": target, "policy": self.policy.name,
+                "grid": str(plan.grid), "num_warps": plan.num_warps,
+                "tiles_per_program": plan.tiles_per_program,
+                "meta": ", ".join(f"{k}={v}" for k, v in self.launch.meta.items()),
+                "predicted_us": round(self.predicted_s * 1e6, 3)}
 
     def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
         """The launch record of one launch of this plan."""

@@ -8,9 +8,11 @@ kernel of the backing device can run on gxu memory; a backing tensor over an ali
 goes back to gxu as a view of the gxu storage it aliases. Neither direction is resizable, so
 a backing kernel can never reallocate gxu memory behind a gxu storage's back.
 
-The work is done by the device's C++ part (`native.cpp`, built by `native.py`): it runs on
-every eager op and at both ends of every compiled graph, where Python cost tens of
-microseconds a call.
+The work is done by the device's C++ part (`csrc/memory.cpp`, built by `native.py`): it
+runs on every eager op and at both ends of every compiled graph, where Python cost tens of
+microseconds a call. The same C++ part is the gxu allocator, which torch allocates gxu
+storages with (`torch.UntypedStorage(n, device="gxu")`, deserialisation, clones) and reads
+`torch.accelerator`'s memory statistics from.
 
 Internals used (checked on torch 2.11 and 2.13): redispatching `aten::set_` to the CPU key
 (pure metadata).
@@ -69,49 +71,8 @@ def alias_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
 
 
 def allocate_bytes(nbytes: int) -> torch.UntypedStorage:
-    """A new gxu storage of `nbytes` bytes (uninitialised) on the target's backing device."""
-    return native.own(torch.empty(nbytes, dtype=torch.uint8, device=target.freeze())
-                      ).untyped_storage()
-
-
-def copy_of_storage(source: torch.UntypedStorage) -> torch.UntypedStorage:
-    """A new gxu storage holding a copy of `source` (any device)."""
-    storage = allocate_bytes(source.nbytes())
-    if source.nbytes():
-        dst = backing_alias(gxu_view(storage, torch.uint8, 0, (source.nbytes(),), (1,)))
-        src = torch.empty(0, dtype=torch.uint8, device=source.device).set_(source)
-        dst.copy_(src)
-    return storage
-
-
-def _serialization_tag(storage: torch.UntypedStorage) -> str | None:
-    return "gxu" if storage.device.type == "gxu" else None
-
-
-def _deserialize(storage: torch.UntypedStorage, location: str) -> torch.UntypedStorage | None:
-    # torch's default route calls torch.UntypedStorage(n, device="gxu"), which needs a C++
-    # allocator that a Python backend cannot register; allocate through gxu memory instead.
-    if location.startswith("gxu"):
-        return copy_of_storage(storage)
-    return None
-
-
-def register_serialization() -> None:
-    torch.serialization.register_package(9, _serialization_tag, _deserialize)
-
-
-def memory_allocated() -> int:
-    """Bytes held by live gxu storages."""
-    return native.allocated()
-
-
-def max_memory_allocated() -> int:
-    """Peak of `memory_allocated()` since start or the last `reset_peak_memory_stats()`."""
-    return native.peak()
-
-
-def reset_peak_memory_stats() -> None:
-    native.reset_peak()
+    """A new gxu storage of `nbytes` bytes (uninitialised), from the gxu allocator."""
+    return torch.UntypedStorage(nbytes, device="gxu")
 
 
 def live_storages() -> int:

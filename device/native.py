@@ -1,8 +1,9 @@
-"""The gxu device's C++ part (`native.cpp`), built on first use and loaded.
+"""The gxu device's C++ part (`csrc/*.cpp`), built on first use and loaded.
 
-It is compiled with the C++ compiler that torch's own extensions and Inductor's CPU backend
-use (`$CXX`, else `c++`), against the installed torch's headers, once per source, torch and
-Python version: about 20 s the first time on a laptop, a file open after that. It lives in
+Its files are compiled in parallel, with the C++ compiler that torch's own extensions and
+Inductor's CPU backend use (`$CXX`, else `c++`), against the installed torch's headers, and
+linked into one module, once per source, torch and Python version: about 30 s the first
+time on a laptop, a file open after that. It lives in
 `$GXUSIM_NATIVE_DIR`, else `~/.cache/gxusim/native`, and not in `$GXUSIM_CACHE_DIR`: it belongs
 to the installation, and a fresh kernel cache (tests and benchmarks start cold ones) must not
 rebuild the device. Builders in parallel processes (test workers, Ray workers) take a file
@@ -28,40 +29,67 @@ from types import ModuleType
 
 import torch
 
-SOURCE = Path(__file__).with_name("native.cpp")
+SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
+HEADERS = sorted(Path(__file__).with_name("csrc").glob("*.h"))
 NAME = "_gxusim_native"
 
 
 def _key() -> str:
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for path in (*SOURCES, *HEADERS):
+        digest.update(path.name.encode() + path.read_bytes())
     # The torch installation, not the interpreter's path: `python` and `python3` are one.
     digest.update(f"{torch.__version__} {sys.version} {os.path.realpath(torch.__file__)}".encode())
     return digest.hexdigest()[:16]
 
 
-def _command(output: Path) -> list[str]:
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CXX", "c++"))
+
+
+def _compile_command(source: Path, output: Path) -> list[str]:
     from torch.utils import cpp_extension
     includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
-    libraries = cpp_extension.library_paths()
-    return [*shlex.split(os.environ.get("CXX", "c++")), "-O2", "-std=c++20", "-shared", "-fPIC",
-            "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+    return [*_compiler(), "-O2", "-std=c++20", "-fPIC", "-w", "-c",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
             f"-DTORCH_EXTENSION_NAME={NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-            *(f"-I{path}" for path in includes), str(SOURCE), "-o", str(output),
+            *(f"-I{path}" for path in includes), str(source), "-o", str(output)]
+
+
+def _link_command(objects: list[Path], output: Path) -> list[str]:
+    from torch.utils import cpp_extension
+    libraries = cpp_extension.library_paths()
+    return [*_compiler(), "-shared", *map(str, objects), "-o", str(output),
             *(f"-L{path}" for path in libraries), *(f"-Wl,-rpath,{path}" for path in libraries),
             "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
 
 
+def _run(commands: list[list[str]]) -> None:
+    """Run the commands at once; the first failure raises with the compiler's message."""
+    running = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True) for command in commands]
+    failures = [(command, process.communicate()[1]) for command, process in zip(commands, running)
+                if process.wait() != 0]
+    if failures:
+        command, stderr = failures[0]
+        raise RuntimeError(f"gxusim could not build the gxu device's C++ part with "
+                           f"`{command[0]}`; set CXX to a C++20 compiler. Compiler output:\n"
+                           f"{stderr[-4000:]}")
+
+
 def _build(target: Path) -> None:
     partial = target.with_suffix(f".{os.getpid()}.tmp")
+    objects = [target.with_suffix(f".{source.stem}.{os.getpid()}.o") for source in SOURCES]
     print(f"gxusim: building the gxu device's C++ part (once per torch version) into "
           f"{target.parent}", file=sys.stderr)
-    done = subprocess.run(_command(partial), capture_output=True, text=True)
-    if done.returncode != 0:
+    try:
+        _run([_compile_command(source, obj) for source, obj in zip(SOURCES, objects)])
+        _run([_link_command(objects, partial)])
+        os.replace(partial, target)
+    finally:
         partial.unlink(missing_ok=True)
-        raise RuntimeError(f"gxusim could not build {SOURCE.name} (the gxu device's C++ part) "
-                           f"with `{shlex.join(_command(partial)[:1])}`; set CXX to a C++20 "
-                           f"compiler. Compiler output:\n{done.stderr[-4000:]}")
-    os.replace(partial, target)
+        for obj in objects:
+            obj.unlink(missing_ok=True)
 
 
 def _folder() -> Path:

@@ -14,11 +14,12 @@ fails before writing, and the op runs again with growable backing outputs that t
 tensors then take over; any other metadata change to a written alias (a shrunk `out=`,
 `t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run with the gxu
 generator's state swapped into the backing device's default generator, so gxu has its
-own reproducible random stream whatever the op's signature.
+own reproducible random stream whatever the op's signature; a gxu `torch.Generator` passed
+to an op is the backing-device generator it draws from.
 The fallback is also registered as the gxu kernel of every structured op (and of
 convolution), so those run as one backing-device kernel instead of decomposing on gxu.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
-storages grow by reallocation) and `set_` (metadata only). The allocations (`empty`,
+storages grow by reallocation) and `set_` (metadata only, or a new empty gxu storage). The allocations (`empty`,
 `empty_strided`) and the view primitives (`view`, `as_strided`, `_reshape_alias`) have C++
 kernels in `native.cpp`, registered when it loads: they are the hottest ops.
 """
@@ -36,20 +37,14 @@ from gxusim import target
 from . import memory
 from .native import native
 
-_generator: torch.Generator | None = None
 # The swap below briefly replaces a process-wide generator's state; serialise it so that
 # concurrent random ops neither interleave their streams nor restore the wrong state.
 _rng_lock = threading.Lock()
 
 
 def generator() -> torch.Generator:
-    """The gxu random stream: a backing-device generator, seeded by torch.gxu."""
-    global _generator
-    device = target.backing_device()
-    if _generator is None or _generator.device != device:
-        _generator = torch.Generator(device=device)
-        _generator.manual_seed(torch.initial_seed())
-    return _generator
+    """The backing-device generator that gxu's default generator draws from."""
+    return native.backing_generator(torch.gxu.default_generators[0])
 
 
 def _default_generator(device: torch.device) -> torch.Generator:
@@ -88,9 +83,9 @@ class _Plan(NamedTuple):
     returns_written: tuple[int | None, ...]  # per return: index into `written` it is, or None
 
 
-# Argument types that can carry a gxu tensor, storage or device; the rest (ints, int
+# Argument types that can carry a gxu tensor, storage, device or generator; the rest (ints, int
 # lists, scalars, dtypes) pass through untouched, which keeps the common path short.
-_MAPPED_TYPES = ("Tensor", "Device", "Storage")
+_MAPPED_TYPES = ("Tensor", "Device", "Storage", "Generator")
 
 
 _plans: dict[int, _Plan] = {}  # id(op) -> plan; OpOverloads live for the whole process
@@ -291,6 +286,12 @@ def resize_(tensor: torch.Tensor, size: Any, memory_format: torch.memory_format 
     return memory.set_storage(tensor, storage, tensor.storage_offset(), size, stride)
 
 
+def set_empty(tensor: torch.Tensor) -> torch.Tensor:
+    """`aten::set_()`: the tensor over a new, empty gxu storage (the CPU kernel would give it
+    a CPU one)."""
+    return memory.set_storage(tensor, memory.allocate_bytes(0), 0, (0,), (1,))
+
+
 def _backing(value: torch.Tensor) -> torch.Tensor:
     return memory.backing_alias(value) if memory.is_gxu(value) else value
 
@@ -314,7 +315,7 @@ def _metadata_only(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
     return kernel
 
 
-def _fallback_for(name: str) -> Callable[..., Any]:
+def fallback_for(name: str) -> Callable[..., Any]:
     """The fallback as a kernel of one op ("aten::add.Tensor"), which an `impl` is not told."""
     packet, _, overload = name[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
@@ -390,7 +391,7 @@ def _convolution_kernel(name: str) -> Callable[..., Any]:
     """The fallback for a convolution op, its results in the layout torch promises for gxu."""
     packet, _, overload = name[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
-    run = _fallback_for(name)
+    run = fallback_for(name)
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         return in_promised_layout(op, args, kwargs, run(*args, **kwargs))
@@ -418,12 +419,13 @@ def register() -> None:
                     name, "CompositeExplicitAutogradNonFunctional")):
             convolution = name.partition(".")[0] in _CONVOLUTIONS
             aten.impl(name[len("aten::"):], (_convolution_kernel if convolution
-                                             else _fallback_for)(name), "PrivateUse1")
+                                             else fallback_for)(name), "PrivateUse1")
     aten.impl("_copy_from", copy_from, "PrivateUse1")
     aten.impl("resize_", resize_, "PrivateUse1")
-    for overload in ("source_Storage", "source_Storage_storage_offset"):
+    for overload in ("source_Storage", "source_Storage_storage_offset", "source_Tensor"):
         aten.impl(f"set_.{overload}", _metadata_only(getattr(torch.ops.aten.set_, overload)),
                   "PrivateUse1")
+    aten.impl("set_", set_empty, "PrivateUse1")
     for name in MODE_SAFE_OPS:
-        aten.impl(name, _fallback_for(f"aten::{name}"), "PrivateUse1")
+        aten.impl(name, fallback_for(f"aten::{name}"), "PrivateUse1")
     _libraries.extend([fallback_library, aten])

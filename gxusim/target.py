@@ -5,21 +5,20 @@
 * `EmulatorTarget` ("emulator"): gxu memory is host memory; kernels run on the numba
   emulator, which also counts what the performance model needs and checks the tiling.
 
-Everything that differs between targets is a method or attribute of these classes (backing
-device, streams, synchronisation, capability, memory queries, how a kernel executes, whether
-kernels can be timed), so the device module, the Inductor interface and the launcher ask the
-active target object and cannot disagree. `set_target("auto" | "cuda" | "emulator")` chooses
-it (`auto`: CUDA when a GPU is present); the choice is fixed once the first gxu tensor is
+Everything that differs between targets in Python is a method or attribute of these classes
+(backing device, synchronisation, capability, how a kernel executes, whether kernels can be
+timed), so the device module, the Inductor interface and the launcher ask the active target
+object and cannot disagree; streams, events and memory statistics follow the backing
+device in the device's C++ part (`gxusim/device/csrc/runtime.cpp`).
+`set_target("auto" | "cuda" | "emulator")` chooses it (`auto`: CUDA when a GPU is present); the choice is fixed once the first gxu tensor is
 allocated, since memory already handed out cannot move.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
 import threading
-import time
 import weakref
 from typing import Any, ClassVar, Optional, Sequence
 
@@ -79,8 +78,6 @@ class Target:
     """What a target must answer. One instance serves the process; what it keeps are caches."""
 
     name: ClassVar[str]
-    Stream: ClassVar[type]  # torch.cuda.Stream's interface
-    Event: ClassVar[type]  # torch.cuda.Event's interface
     has_triton_driver: ClassVar[bool]  # Triton compiles for a real GPU here
     can_time: ClassVar[bool] = False  # `time_launch` measures kernels here
     accepts_gxu_tensors: ClassVar[bool] = False  # kernels take gxu tensors as they are
@@ -97,16 +94,6 @@ class Target:
     def synchronize(self) -> None:
         """Wait for all work queued on gxu."""
 
-    def current_stream(self) -> Any:
-        raise NotImplementedError
-
-    def default_stream(self) -> Any:
-        raise NotImplementedError
-
-    def stream(self, stream: Any) -> Any:
-        """A context manager making `stream` current."""
-        raise NotImplementedError
-
     def raw_stream(self) -> int:
         return 0
 
@@ -115,17 +102,6 @@ class Target:
 
     def total_memory(self) -> int:
         return 0
-
-    def mem_get_info(self) -> tuple[int, int]:
-        """(free, total) bytes of the memory gxu tensors live in."""
-        raise NotImplementedError
-
-    def memory_reserved(self, allocated: int) -> int:
-        """Bytes the target's allocator holds for gxu (at least `allocated`)."""
-        return allocated
-
-    def empty_cache(self) -> None:
-        """Give cached, unused memory back."""
 
     def supports_dtype(self, dtype: torch.dtype) -> bool:
         return True
@@ -205,9 +181,6 @@ class CudaTarget(Target):
     def synchronize(self) -> None:
         torch.cuda.synchronize()
 
-    def current_stream(self) -> Any:
-        return torch.cuda.current_stream()
-
     def raw_stream(self) -> int:
         # what torch.cuda.current_stream().cuda_stream returns, without making a Stream object
         # or torch.cuda.current_device()'s lazy-init check (every wrapper call asks; CUDA is
@@ -219,24 +192,6 @@ class CudaTarget(Target):
 
     def total_memory(self) -> int:
         return torch.cuda.get_device_properties().total_memory
-
-    def mem_get_info(self) -> tuple[int, int]:
-        return torch.cuda.mem_get_info()
-
-    def memory_reserved(self, allocated: int) -> int:
-        return max(allocated, torch.cuda.memory_reserved())  # the CUDA caching allocator's
-
-    def empty_cache(self) -> None:
-        torch.cuda.empty_cache()
-
-    Stream = torch.cuda.Stream
-    Event = torch.cuda.Event
-
-    def default_stream(self) -> Any:
-        return torch.cuda.default_stream()
-
-    def stream(self, stream: Any) -> Any:
-        return torch.cuda.stream(stream)
 
     def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
                 stream: Optional[int] = None) -> Outcome:
@@ -269,68 +224,9 @@ class CudaTarget(Target):
         return compiled_resources(launch.fn, launch.grid, args, launch.options())
 
 
-class HostStream:
-    """A stream on a target that runs every kernel to completion when it is launched: work
-    is always finished, so waiting and querying are immediate (torch.cuda.Stream's API)."""
-
-    def __init__(self, device: Any = None, priority: int = 0) -> None:
-        self.priority = priority
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        pass
-
-    def wait_stream(self, stream: Any) -> None:
-        pass
-
-    def wait_event(self, event: "HostEvent") -> None:
-        pass
-
-    def record_event(self, event: Optional["HostEvent"] = None) -> "HostEvent":
-        event = event or HostEvent()
-        event.record(self)
-        return event
-
-
-class HostEvent:
-    """An event on a host-synchronous target: recording stamps the host clock."""
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False) -> None:
-        self.enable_timing = enable_timing
-        self._stamp: Optional[float] = None
-
-    def record(self, stream: Any = None) -> None:
-        self._stamp = time.perf_counter()
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        pass
-
-    def wait(self, stream: Any = None) -> None:
-        pass
-
-    def elapsed_time(self, end_event: "HostEvent") -> float:
-        """Milliseconds from this event to `end_event` (both recorded, timing enabled)."""
-        if not (self.enable_timing and end_event.enable_timing):
-            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
-        if self._stamp is None or end_event._stamp is None:
-            raise ValueError("Both events must be recorded before calculating elapsed time.")
-        return (end_event._stamp - self._stamp) * 1e3
-
-
-_HOST_STREAM = HostStream()
-
-
 class EmulatorTarget(Target):
     name = "emulator"
     has_triton_driver = False
-    Stream = HostStream
-    Event = HostEvent
 
     def __init__(self) -> None:
         # Each launch's last outcome. A warm launch mostly counts the same facts and findings
@@ -345,18 +241,6 @@ class EmulatorTarget(Target):
 
     def total_memory(self) -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-    def mem_get_info(self) -> tuple[int, int]:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), self.total_memory()
-
-    def current_stream(self) -> Any:
-        return _HOST_STREAM
-
-    def default_stream(self) -> Any:
-        return _HOST_STREAM
-
-    def stream(self, stream: Any) -> Any:
-        return contextlib.nullcontext(stream)
 
     def supports_dtype(self, dtype: torch.dtype) -> bool:
         return dtype not in (torch.float64, torch.complex64, torch.complex128)
@@ -437,6 +321,11 @@ def backing_device() -> torch.device:
     if _frozen_device is not None:
         return _frozen_device
     return active().backing_device()
+
+
+def frozen() -> bool:
+    """Whether gxu memory has been allocated (the target can no longer change)."""
+    return _frozen_device is not None
 
 
 def freeze() -> torch.device:

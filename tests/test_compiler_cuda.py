@@ -13,7 +13,12 @@ import gxusim  # noqa: E402
 from gxusim.report import run_case  # noqa: E402
 
 gxusim.set_target("cuda")
-torch._inductor.config.force_disable_caches = True
+
+
+@pytest.fixture(autouse=True)
+def _every_kernel_generated():
+    with torch._inductor.config.patch(force_disable_caches=True):
+        yield
 
 
 def _check(result) -> None:

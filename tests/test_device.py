@@ -360,8 +360,12 @@ def test_streams_and_events_have_torch_cuda_semantics() -> None:
     stream.synchronize()
     torch.gxu.current_stream().wait_stream(stream)
     assert y.shape == (256, 256)
-    with pytest.raises(ValueError, match="enable_timing"):
-        torch.gxu.Event().elapsed_time(torch.gxu.Event())
+    untimed, other = torch.gxu.Event(), torch.gxu.Event()
+    untimed.record()
+    other.record()
+    other.synchronize()
+    with pytest.raises(ValueError, match="enable_timing"):  # torch.Event's own check
+        untimed.elapsed_time(other)
 
 
 def test_memory_queries() -> None:

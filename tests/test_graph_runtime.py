@@ -24,11 +24,10 @@ def _count_eager_dispatch(monkeypatch) -> list:
 
 def test_a_warm_compiled_call_never_goes_through_gxu_eager_dispatch(monkeypatch):
     """mlp: two extern matmuls and a GXU kernel, all on backing memory; equal to eager."""
-    monkeypatch.setattr(torch._inductor.config, "force_disable_caches", True)  # see the code
     torch._dynamo.reset()
     model, inputs = CASES["mlp"].build("gxu")
     compiled = torch.compile(model)
-    with torch.no_grad():
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):  # see the code
         compiled(*inputs)
         gxusim.clear_launches()
         calls = _count_eager_dispatch(monkeypatch)

@@ -168,6 +168,12 @@ class Reject(Exception):
     """This op does not apply to the chosen operands; draw another."""
 
 
+# Sizes worth drawing besides small ones: empty and unit dims, odd sizes, and sizes at and
+# around multiples of Inductor's largest block (4096), where it drops masks, up to the
+# largest gxu tile (32768), whose tile counts are whole.
+SIZES = (1, 1, 0, 16, 33, 130, 700, 4095, 4096, 4097, 8192, 12288, 32768)
+
+
 class Builder:
     def __init__(self, draw: Callable, dynamic: bool):
         self.draw = draw
@@ -186,7 +192,7 @@ class Builder:
         return self.draw(st.integers(0, 99)) < p_true * 100
 
     def size_pair(self) -> tuple[int, int]:
-        a = self.draw(st.one_of(st.integers(0, 9), st.sampled_from([1, 1, 0, 16, 33, 130, 700])))
+        a = self.draw(st.one_of(st.integers(0, 9), st.sampled_from(SIZES)))
         b = a
         if self.dynamic:
             b = self.draw(st.integers(2, 12).filter(lambda v: v != a)) if a > 1 or self.boolean() \

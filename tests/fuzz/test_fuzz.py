@@ -45,13 +45,16 @@ def _settings(default_examples: int):
     )
 
 
+@pytest.fixture(autouse=True)
+def _every_kernel_generated():
+    with torch._inductor.config.patch(force_disable_caches=True):
+        yield
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _module_setup():
-    old = torch._inductor.config.force_disable_caches
-    torch._inductor.config.force_disable_caches = True
     start = time.perf_counter()
     yield
-    torch._inductor.config.force_disable_caches = old
     torch._dynamo.reset()
     if OUTCOMES:
         print(f"\nfuzz outcomes: {dict(OUTCOMES)} in {time.perf_counter() - start:.0f} s")
