@@ -104,7 +104,7 @@ def host_tensor(t: torch.Tensor) -> torch.Tensor:
 def storage_array(t: torch.Tensor, dt: str) -> np.ndarray:
     """The tensor's whole storage as a flat numpy array (fp16/bf16 as raw uint16 bits)."""
     n = t.untyped_storage().nbytes() // t.element_size()
-    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (n,), (1,))
+    flat = torch.empty(0, dtype=t.dtype, device="cpu").set_(t.untyped_storage(), 0, (n,), (1,))
     if dt in ("fp16", "bf16"):
         return flat.view(torch.int16).numpy().view(np.uint16)
     return flat.numpy()
