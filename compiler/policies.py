@@ -1,13 +1,20 @@
 """The launch policies by name, and the active one.
 
 `use_heuristics` takes a name ("gxu", "seed", "autotune"), a `module.path:ClassName` of a
-vendor's `Heuristics` subclass, or an instance.
+vendor's `Heuristics` subclass, or an instance. An import path is found as `python -m`
+finds modules: in the current directory first, also from the `gxusim` console script
+(whose own folder, not the current one, is what Python puts on `sys.path`).
 """
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import threading
+from types import ModuleType
 from typing import Union
+
+from gxusim.errors import InputError
 
 from .autotune import AutotuneHeuristics
 from .heuristics import GXUHeuristics, Heuristics, SeedHeuristics
@@ -17,6 +24,11 @@ POLICIES: dict[str, type[Heuristics]] = {
 
 _lock = threading.Lock()
 _active: Heuristics = GXUHeuristics()
+
+
+class NotAPolicyError(InputError, TypeError):
+    """An import path naming something other than a `Heuristics` subclass: bad input (the
+    command line's one-line error), and a TypeError as it always was."""
 
 
 def resolve_policy(policy: Union[str, Heuristics]) -> Heuristics:
@@ -30,16 +42,28 @@ def resolve_policy(policy: Union[str, Heuristics]) -> Heuristics:
         return POLICIES[policy]()
     module_name, colon, class_name = policy.partition(":")
     if not colon:
-        raise ValueError(f"unknown heuristics policy {policy!r}; choose one of {sorted(POLICIES)}, "
+        raise InputError(f"unknown heuristics policy {policy!r}; choose one of {sorted(POLICIES)}, "
                          f"a 'package.module:Class' import path, or a gxusim.Heuristics instance")
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"policy {policy!r}: cannot import {class_name!r} from {module_name!r} "
-                         f"({type(error).__name__}: {error})") from None
+        cls = getattr(_import_from_cwd(module_name), class_name)
+    except Exception as error:  # the user's module: missing, or failing as it imports
+        raise InputError(f"policy {policy!r}: cannot import {class_name!r} from {module_name!r} "
+                         f"({type(error).__name__}: {error})") from error
     if not (isinstance(cls, type) and issubclass(cls, Heuristics)):
-        raise TypeError(f"policy {policy!r} is {cls!r}, not a gxusim.Heuristics subclass")
+        raise NotAPolicyError(f"policy {policy!r} is {cls!r}, not a gxusim.Heuristics subclass")
     return cls()
+
+
+def _import_from_cwd(module_name: str) -> ModuleType:
+    """The module, looked for in the current directory first; `sys.path` as it was after."""
+    cwd = os.getcwd()
+    if "" in sys.path or cwd in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(cwd)
 
 
 def use_heuristics(policy: Union[str, Heuristics]) -> Heuristics:

@@ -6,6 +6,8 @@ module each: spec -> device -> compiler (lowering hooks, kernel codegen, heurist
 launch) -> target (CUDA or emulator) -> report.
 """
 from .emulator import EmulationError, EmulationReport, emulate
+from .environment import check as _check_environment
+from .errors import InputError
 from .findings import Finding, GXULimitError
 from .launch import Launch, clear_launches, launches, set_launch_history
 from .spec import HardwareSpec, SpecError, current_spec, load_spec, use_spec
@@ -18,12 +20,17 @@ from gxusim.compiler import Heuristics, use_heuristics
 from gxusim.compiler import register as _register_compiler
 from gxusim.compiler.inductor_registration import last_generated_code
 
+# A bad GXUSIM_* value ($GXUSIM_SPEC too) fails the import, naming the variable, rather
+# than the first compile.
+_check_environment()
+current_spec()
 _register_device()
 _register_compiler()
 _HOST_VIEWS["gxu"] = _backing_alias  # gxu tensors given to `emulate` run in place
 
 __all__ = [
-    "EmulationError", "EmulationReport", "Finding", "GXULimitError", "HardwareSpec", "Heuristics", "Launch",
+    "EmulationError", "EmulationReport", "Finding", "GXULimitError", "HardwareSpec", "Heuristics",
+    "InputError", "Launch",
     "SpecError", "clear_launches", "current_spec", "current_target", "emulate",
     "last_generated_code", "launches", "load_spec", "set_launch_history", "set_target", "use_heuristics", "use_spec",
 ]

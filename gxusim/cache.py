@@ -13,12 +13,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .environment import SettingError
+
 
 def cache_dir(kind: str) -> Path:
     """The folder of one cache ("emulator", "autotune"), created if missing."""
     root = os.environ.get("GXUSIM_CACHE_DIR")
     path = (Path(root) if root else Path.home() / ".cache" / "gxusim") / kind
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file there, or no permission: say which variable moves it
+        raise SettingError(f"GXUSIM_CACHE_DIR={root!r}: cannot create the cache folder {path} "
+                           f"({error.strerror}); set it to a folder gxusim may write") from None
     return path
 
 

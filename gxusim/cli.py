@@ -1,11 +1,19 @@
-"""Command line: `gxusim demo | emulate | sweep | report | calibrate | spec show NAME`."""
+"""Command line: `gxusim demo | emulate | sweep | report | calibrate | spec show NAME`.
+
+Bad input (a flag, file, environment variable or value: an `InputError`, or a flag that
+does not parse) is one line on stderr naming it and what is accepted, exit status 2; a
+traceback means a bug of gxusim's, or `gxusim --debug`.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
+
+from .errors import InputError
 
 SAVE_EVERY_S = 5.0  # a running sweep's --json file is rewritten at most this often
 
@@ -16,8 +24,7 @@ def _demo(args: argparse.Namespace) -> int:
     import gxusim
     from gxusim.models import CASES
     from gxusim.report import case_table, kernel_table, run_case
-    if not _setup(args, "demo"):
-        return 2
+    _setup(args)
     gxusim.use_heuristics(args.policy)
     torch._inductor.config.force_disable_caches = True  # show every kernel being generated
     spec = gxusim.current_spec()
@@ -81,9 +88,12 @@ def _spec_show(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from gxusim import sweep
-    if not _setup(args, "sweep"):
-        return 2
+    _setup(args)
+    if args.resume and not args.json:
+        raise InputError("--resume keeps the rows saved in --json FILE: give --json too")
     scales = args.sizes or [args.scale]
+    for line in sweep.resized(args.models, scales):
+        print(f"gxusim sweep: {line}", file=sys.stderr)
     json_path = Path(args.json) if args.json else None
     done = sweep.load(json_path) if args.resume and json_path and json_path.exists() else []
     saved, last_save = list(done), time.monotonic()
@@ -101,9 +111,6 @@ def _sweep(args: argparse.Namespace) -> int:
         rows = sweep.sweep(args.models, args.policies, scales, train=args.train,
                            predict_only=args.predict_only, done=done, on_row=save_progress,
                            runner=_runner(args))
-    except ValueError as error:
-        print(f"gxusim sweep: {error}", file=sys.stderr)
-        return 2
     finally:
         if json_path is not None and len(saved) > len(done):
             sweep.save(saved, json_path)
@@ -114,7 +121,7 @@ def _runner(args: argparse.Namespace):
     from gxusim import distributed
     if args.ray is not None:
         if args.jobs is not None:
-            raise ValueError("--jobs and --ray: choose one (--jobs runs on this machine's "
+            raise InputError("--jobs and --ray: choose one (--jobs runs on this machine's "
                              "cores, --ray on the cluster's)")
         return distributed.ray_runner(None if args.ray == "local" else args.ray)
     jobs = args.jobs if args.jobs is not None else \
@@ -160,9 +167,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from gxusim.report import format_table
     from gxusim.spec import load_spec
     if not torch.cuda.is_available():
-        print("gxusim calibrate: it times kernels on a CUDA GPU, and torch sees none",
-              file=sys.stderr)
-        return 2
+        raise InputError("it times kernels on a CUDA GPU, and torch sees none")
     spec = load_spec(args.spec)
     gxusim.use_spec(spec)  # kernels are planned and checked against the spec being fitted
 
@@ -175,11 +180,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         import functools
 
         from gxusim import distributed
-        try:
-            distributed.connect(None if args.ray == "local" else args.ray)
-        except distributed.RayMissingError as error:
-            print(f"gxusim calibrate: {error}", file=sys.stderr)
-            return 2
+        distributed.connect(None if args.ray == "local" else args.ray)
         mapper = functools.partial(distributed.map_on_ray, uses_gpu=True,
                                    desc="calibration on ray", unit="program")
     fit, rows = calibrate.calibrate(spec, progress, mapper=mapper)
@@ -202,16 +203,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setup(args: argparse.Namespace, command: str) -> bool:
-    """Check the model names, then apply --target and --spec; False (and a message naming
-    the bad models) when a name is unknown."""
+def _setup(args: argparse.Namespace) -> None:
+    """Check the model names, then apply --target and --spec."""
     import gxusim
-    from gxusim.models import CASES
-    unknown = sorted(set(args.models) - set(CASES))
-    if unknown:
-        print(f"gxusim {command}: unknown model(s) {unknown}; choose from {sorted(CASES)}",
-              file=sys.stderr)
-        return False
+    from gxusim.models import require_models
+    require_models(args.models)
     if args.target:
         gxusim.set_target(args.target)
     if getattr(args, "spec", None):
@@ -240,9 +236,37 @@ def _size(text: str) -> int:
     return value
 
 
+def _output_file(text: str) -> str:
+    """A file to write: checked before a command runs, not when it has results to save."""
+    folder = os.path.dirname(text) or "."
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} does not exist")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    return text
+
+
+def _output_folder(text: str) -> str:
+    """A folder to write into (made if missing)."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a file; give a folder")
+    return text
+
+
+class Parser(argparse.ArgumentParser):
+    """A flag that does not parse is one line naming it (and where the usage is), not the
+    usage text and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
     from gxusim.models import CASES
-    root = argparse.ArgumentParser(prog="gxusim", description=__doc__)
+    root = Parser(prog="gxusim", description=__doc__,
+                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    root.add_argument("--debug", action="store_true",
+                      help="bad input raises with its traceback, not one line")
     commands = root.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="compile the model suite for gxu, run it on the "
                                             "current target, compare with eager")
@@ -278,7 +302,8 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--train", action="store_true", help="a training step, not forward")
     sweep.add_argument("--scale", default="cpu", choices=("cpu", "gpu"),
                        help="model sizes without --sizes: small (cpu) or the seed's (gpu)")
-    sweep.add_argument("--json", help="save the rows as they finish (for gxusim report)")
+    sweep.add_argument("--json", type=_output_file,
+                       help="save the rows as they finish (for gxusim report)")
     sweep.add_argument("--resume", action="store_true",
                        help="keep the rows already in --json and skip their runs")
     sweep.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -287,20 +312,21 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--jobs", type=int, metavar="N",
                        help="predict-only: runs at once, each in a process of this machine "
                             "(default: one per CPU; compiling is all a run does)")
-    sweep.add_argument("--plot", help="save a bar chart (PNG)")
+    sweep.add_argument("--plot", type=_output_file, help="save a bar chart (PNG)")
     sweep.set_defaults(run=_sweep)
     report = commands.add_parser("report", help="tables, plots and an HTML report of a "
                                                 "saved sweep")
     report.add_argument("results", help="JSON written by gxusim sweep --json")
-    report.add_argument("--out", default="gxusim-report",
+    report.add_argument("--out", default="gxusim-report", type=_output_folder,
                         help="folder for index.html and its plots (default: gxusim-report)")
-    report.add_argument("--plot", help="also save a bar chart (PNG)")
+    report.add_argument("--plot", type=_output_file, help="also save a bar chart (PNG)")
     report.set_defaults(run=_report)
     calibrate = commands.add_parser("calibrate", help="fit the performance model on this GPU")
     calibrate.add_argument("--spec", default="h200", help="spec whose model parameters to fit")
-    calibrate.add_argument("--out", help="write the fitted spec as a TOML file")
-    calibrate.add_argument("--samples", help="write every measured launch (JSON) for "
-                                             "benchmarks/validate_model.py")
+    calibrate.add_argument("--out", type=_output_file, help="write the fitted spec as a TOML file")
+    calibrate.add_argument("--samples", type=_output_file,
+                           help="write every measured launch (JSON) for "
+                                "benchmarks/validate_model.py")
     calibrate.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                            help="measure each program as a Ray task holding one GPU, on a local "
                                 "cluster or the one at ADDRESS (needs pip install 'gxusim[ray]')")
@@ -309,12 +335,22 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (2: bad input, printed as one line)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["emulate"]:
-        from gxusim import emulator
-        return emulator.cli_main(argv[1:])
-    args = parser().parse_args(argv)
-    return args.run(args)
+    debug = argv[:1] == ["--debug"]  # before the command, as `gxusim --help` lists it
+    command = argv[1:] if debug else argv
+    prog = " ".join(["gxusim", *command[:1]])
+    try:
+        if command[:1] == ["emulate"]:  # handed whole to the emulator's own parser
+            from gxusim import emulator
+            return emulator.cli_main(command[1:])
+        args = parser().parse_args(argv)
+        return args.run(args)
+    except InputError as error:
+        if debug:
+            raise
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequen
 from tqdm import tqdm
 
 from . import sweep
+from .errors import InputError
 from .spec import HardwareSpec, current_spec, use_spec
 from .target import TARGETS, current_target, set_target
 
@@ -55,9 +56,9 @@ WAIT_S = 0.5  # longest wait for a finished task before Python looks at signals 
 MAX_RETRIES = 2  # new attempts after a worker process dies (a crash, the OOM killer, a lost node)
 
 
-class RayMissingError(ImportError, ValueError):
-    """Ray is not installed. Also a ValueError: what `gxusim sweep` reports as a one-line
-    error (exit status 2) rather than a traceback."""
+class RayMissingError(ImportError, InputError):
+    """Ray is not installed. Also an `InputError`: what the command line reports as a
+    one-line error (exit status 2) rather than a traceback."""
 
 
 def _import_ray() -> Any:
@@ -116,12 +117,12 @@ def local_runner(jobs: int, execute: Execute = sweep.execute) -> Runner:
     already uses every core for one kernel, the cuda target times kernels one at a time on
     its GPU. `execute` is what each worker calls (tests give one that crashes)."""
     if jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, not {jobs}")
+        raise InputError(f"--jobs must be at least 1, not {jobs}")
 
     def run_locally(runs: list[sweep.Run], policies: Sequence[str], predict_only: bool
                     ) -> Iterator[list[dict]]:
         if not predict_only:
-            raise ValueError(f"--jobs {jobs}: runs in parallel processes are for "
+            raise InputError(f"--jobs {jobs}: runs in parallel processes are for "
                              "--predict-only sweeps (the emulator already runs each kernel "
                              "on every core, the cuda target times kernels on one GPU); "
                              "use --ray to spread other sweeps")

@@ -1,11 +1,15 @@
 """The `GXUSIM_*` environment variables: one table of what each accepts, read in one place.
 
-A bad value is an error naming the variable, the value and what it accepts, raised where
-the setting is first used; nothing falls back to a default silently.
+A bad value is an error naming the variable, the value and what it accepts, raised by
+`import gxusim` (`check`) and again where the setting is used (a value changed since);
+nothing falls back to a default silently. `GXUSIM_SPEC` (a preset name or TOML path) is
+read by `gxusim.spec`, `GXUSIM_CACHE_DIR` (a folder) by `gxusim.cache`.
 """
 from __future__ import annotations
 
 import os
+
+from .errors import InputError
 
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (accepted values, default)
     "GXUSIM_TARGET": (("auto", "cuda", "emulator"), "auto"),
@@ -17,7 +21,7 @@ FLAGS = {"GXUSIM_LOG": ("decisions",)}  # comma-separated subsets
 INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000}  # non-negative
 
 
-class SettingError(ValueError):
+class SettingError(InputError):
     """A `GXUSIM_*` variable holds a value gxusim does not accept."""
 
 
@@ -48,3 +52,13 @@ def integer(name: str) -> int:
     if value < 0:
         raise SettingError(f"{name}={text!r} is not accepted; use a non-negative integer")
     return value
+
+
+def check() -> None:
+    """Read every variable of the tables above: a bad value fails here, naming it."""
+    for name in CHOICES:
+        choice(name)
+    for name in FLAGS:
+        flags(name)
+    for name in INTEGERS:
+        integer(name)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, ContextManager, Union
+from typing import Callable, ContextManager, Iterable, Union
 
 import torch
 from torch import nn
+
+from .errors import InputError
 
 
 class AddRelu(nn.Module):
@@ -187,3 +189,10 @@ SUITE: tuple[Case, ...] = (
          _rows_of(128), trainable=True, vocabulary=VOCAB),
 )
 CASES = {case.name: case for case in SUITE}
+
+
+def require_models(names: Iterable[str]) -> None:
+    """Refuse names that are not in the suite, naming them and the choices."""
+    unknown = sorted(set(names) - set(CASES))
+    if unknown:
+        raise InputError(f"unknown model(s) {unknown}; choose from {sorted(CASES)}")

@@ -14,10 +14,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable, Union
 
+from .errors import InputError
+
 PRESET_DIR = Path(__file__).parent / "specs"
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """An invalid hardware spec: names the field, the value and the rule broken."""
 
 
@@ -205,7 +207,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"spec file {path}: not valid TOML: {e}") from None
+        raise SpecError(f"not valid TOML: {e}") from None
+    except OSError as e:
+        raise SpecError(f"cannot be read: {e.strerror}") from None
     data = dict(data.get("spec", data))
     base = data.pop("base", None)
     if base is not None:
@@ -213,15 +217,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec:
+def spec_from_dict(data: dict[str, Any]) -> HardwareSpec:
     """Build and validate a spec; unknown or missing keys are errors naming the key."""
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
-        raise SpecError(f"{source}: unknown spec field(s) {unknown}; known fields: {list(FIELDS)}")
+        raise SpecError(f"unknown spec field(s) {unknown}; known fields: {list(FIELDS)}")
     required = [f.name for f in dataclasses.fields(HardwareSpec)
                 if f.default is dataclasses.MISSING and f.name not in data]
     if required:
-        raise SpecError(f"{source}: missing spec field(s) {required}")
+        raise SpecError(f"missing spec field(s) {required}")
     return HardwareSpec(**data)
 
 
@@ -238,8 +242,12 @@ def load_spec(name_or_path: Union[str, os.PathLike, HardwareSpec]) -> HardwareSp
     else:
         path = Path(text)
         if not path.exists():
-            raise SpecError(f"spec file {text!r} does not exist")
-    return spec_from_dict(_read_toml(path), source=str(path))
+            raise SpecError(f"spec file {text!r} does not exist; give an existing .toml path or a "
+                            f"preset: {presets()}")
+    try:
+        return spec_from_dict(_read_toml(path))
+    except SpecError as error:  # whatever is wrong in it (its base's too), name the file
+        raise SpecError(f"spec file {path}: {error}") from None
 
 
 _lock = threading.Lock()
@@ -254,8 +262,16 @@ def current_spec() -> HardwareSpec:
         return active
     with _lock:
         if _active is None:
-            _active = load_spec(os.environ.get("GXUSIM_SPEC", "gxu"))
+            _active = _environment_spec()
         return _active
+
+
+def _environment_spec() -> HardwareSpec:
+    value = os.environ.get("GXUSIM_SPEC", "gxu")
+    try:
+        return load_spec(value)
+    except SpecError as error:
+        raise SpecError(f"GXUSIM_SPEC={value!r} is not accepted: {error}") from None
 
 
 _listeners: list[Callable[[HardwareSpec], None]] = []

@@ -24,10 +24,11 @@ from tqdm import tqdm
 from . import launch as launch_records
 from .compiler import current_heuristics, use_heuristics
 from .compiler.policies import resolve_policy
+from .errors import InputError
 from .findings import limit_findings
 from .kernel_args import NUMEL_ARGS
 from .launch import Launch
-from .models import CASES, Scale
+from .models import CASES, Scale, require_models
 from .report import format_table, run_case
 from .spec import current_spec
 from .target import current_target
@@ -52,13 +53,11 @@ def row_key(row: dict) -> tuple:
 def plan_runs(models: Sequence[str], scales: Sequence[Scale], train: bool = False) -> list[Run]:
     """Every (model, size), refusing unknown models and training steps of models without
     parameters by name."""
-    unknown = sorted(set(models) - set(CASES))
-    if unknown:
-        raise ValueError(f"unknown model(s) {unknown}; choose from {sorted(CASES)}")
+    require_models(models)
     if train:
         untrainable = [m for m in models if not CASES[m].trainable]
         if untrainable:
-            raise ValueError(f"model(s) {untrainable} have no parameters: a training step is "
+            raise InputError(f"model(s) {untrainable} have no parameters: a training step is "
                              f"meaningless; drop --train or choose from "
                              f"{sorted(c.name for c in CASES.values() if c.trainable)}")
     return [Run(model, scale, train) for model in models for scale in scales]
@@ -178,6 +177,22 @@ def sweep(models: Sequence[str], policies: Sequence[str], scales: Sequence[Scale
     return [finished[key] for key in order if key in finished]
 
 
+def resized(models: Sequence[str], scales: Sequence[Scale]) -> list[str]:
+    """A line for each model and size (elements) that its inputs cannot have exactly: the
+    size asked, the size that runs and why. Such a size runs at the shapes the model's
+    `Case.scaled` gives for it (its rows keep both: `scale` asked, `size` run)."""
+    lines = []
+    for model in models:
+        case = CASES[model]
+        for scale in scales:
+            if isinstance(scale, int) and case.size(scale) != scale:
+                why = ("the smallest it takes" if case.size(scale) == case.size(1) > scale
+                       else "the model's shape for that size")
+                lines.append(f"{model}: size {scale:,} runs as {case.size(scale):,} elements, "
+                             f"input {case.shapes(scale)[0]}: {why}")
+    return lines
+
+
 def _shapes_key(run: Run) -> tuple:
     return run.model, CASES[run.model].shapes(run.scale), run.train
 
@@ -250,6 +265,10 @@ def plot(rows: Sequence[dict], path: Path) -> None:
     plt.close(figure)
 
 
+# What every row has, which `table` and `gxusim report` read.
+ROW_FIELDS = ("model", "policy", "predicted_s", "matches_eager", "within_spec")
+
+
 def save(rows: Sequence[dict], path: Path) -> None:
     """Write the rows as JSON, atomically: an interrupted save leaves the old file whole."""
     partial = path.with_name(path.name + ".partial")
@@ -258,13 +277,18 @@ def save(rows: Sequence[dict], path: Path) -> None:
 
 
 def load(path: Path) -> list[dict]:
+    """The rows of a saved sweep; a file that is none is an `InputError` naming it."""
     try:
         rows = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot read sweep results from {path}: {error}") from None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"model", "policy",
-                                             "predicted_s"} <= set(r) for r in rows):
-        raise ValueError(f"{path} is not a gxusim sweep (rows need model, policy, predicted_s)")
+    except OSError as error:
+        raise InputError(f"cannot read sweep results from {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise InputError(f"{path} is not JSON ({error}); give a file written by gxusim sweep "
+                         f"--json") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(ROW_FIELDS) <= set(r)
+                                             for r in rows):
+        raise InputError(f"{path} is not a gxusim sweep (rows need {', '.join(ROW_FIELDS)}); "
+                         f"give a file written by gxusim sweep --json")
     return rows
 
 
