@@ -250,8 +250,10 @@ def test_the_profiler_traces_eager_ops_and_every_gxu_kernel_with_its_launch(tmp_
     x = torch.randn(50_000, device="gxu")
     fn(x)
     gxusim.clear_launches()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 record_shapes=True) as prof:
+    on_cuda = gxusim.current_target() == "cuda"
+    activities = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1] + \
+        ([ProfilerActivity.CUDA] if on_cuda else [])
+    with profile(activities=activities, record_shapes=True) as prof:
         model(torch.randn(4, 32, device="gxu"))
         fn(x)
     (launch,) = [launch for launch in gxusim.launches() if launch.policy != "extern"]
@@ -260,9 +262,12 @@ def test_the_profiler_traces_eager_ops_and_every_gxu_kernel_with_its_launch(tmp_
     prof.export_chrome_trace(str(trace))
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(event["name"] == "aten::addmm" for event in events)
-    (kernel,) = [event for event in events if event["name"] == launch.kernel]
+    named = [event for event in events if event["name"] == launch.kernel]
+    (kernel,) = [event for event in named if "policy" in event.get("args", {})]
     args = kernel["args"]
     assert args["grid"] == str(launch.grid) and args["num_warps"] == launch.num_warps
     assert args["tiles_per_program"] == launch.meta["tiles_per_program"]
     assert args["policy"] == launch.policy and args["target"] == gxusim.current_target()
     assert args["predicted_us"] > 0
+    if on_cuda:  # the GPU's own record of the kernel that launch ran, under the same name
+        assert any(event.get("cat") == "kernel" for event in named), named

@@ -293,9 +293,13 @@ at::Tensor storage_view(const at::Storage& storage, c10::ScalarType dtype, int64
 }
 
 void check_index(c10::DeviceIndex index) {
-  TORCH_CHECK(index == -1 || index == 0, "gxu device index ", static_cast<int>(index),
-              " is invalid: The device index is out of range (torch.gxu.device_count() is ",
-              device_count, ", so the only gxu device is gxu:0)");
+  if (index == -1 || index == 0) return;
+  // The message is joined from strings: streaming a number into it (c10::str's ostream)
+  // crashed in this module on the GPU machine's image (torch 2.11, whose libstdc++ parts
+  // linked into torch's libraries differ from the compiler's own).
+  TORCH_CHECK(false, "gxu device index " + std::to_string(index) +
+                         " is invalid: The device index is out of range (torch.gxu.device_count() is " +
+                         std::to_string(device_count) + ", so the only gxu device is gxu:0)");
 }
 
 // -- kernels of the gxu device's hottest ops (the rest go through ops.py's Python fallback) --

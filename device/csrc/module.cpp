@@ -168,7 +168,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   }, "the default gxu generator (torch.gxu.default_generators[0])");
   module.def("backing_generator", [](const at::Generator& generator) {
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-                "backing_generator takes a gxu generator, not one on ", generator.device());
+                "backing_generator takes a gxu generator, not one on " + generator.device().str());
     return backing_generator(generator);
   }, "the backing-device generator a gxu generator draws from");
   module.def("launch_key", &launch_key, "what Triton may specialize a kernel on, per argument");
