@@ -14,3 +14,9 @@ NUMEL_ARGS = ("xnumel", "ynumel", "r0_numel")
 def is_output(name: str) -> bool:
     """Whether a generated kernel writes the argument of this name."""
     return _OUTPUT.match(name) is not None
+
+
+def is_in_place(name: str) -> bool:
+    """Whether the argument is a buffer Inductor reuses in place (`in_out_ptrN`): the
+    kernel reads it and overwrites it with its result."""
+    return name.startswith("in_out_ptr")

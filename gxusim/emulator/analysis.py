@@ -39,7 +39,8 @@ def find_problems(report: EmulationReport, compiled: Specialisation, arguments: 
     stored = [n for n in kir.arg_names if n in kir.stored]
     found += checks.conflicts_and_races(name, records.tracking, buffers, stored)
     found += checks.uncovered(name, records.tracking, buffers, stored, compiler_generated,
-                              [n for n in kir.arg_names if n in kir.pointers], frozenset(kir.atomic))
+                              [n for n in kir.arg_names if n in kir.pointers],
+                              checks.written_in_part(kir))
     imbalance = checks.load_imbalance(name, report.tiles_per_program)
     if imbalance is not None:
         found.append(imbalance)

@@ -3,7 +3,9 @@
 A launch is a pipeline: bind the arguments, specialise the kernel (builder -> emitter,
 cached), allocate the record arrays, run every program, and analyse the records into
 findings, occupancy and a time estimate. Error-level findings raise `EmulationError`
-unless `GXUSIM_CHECKS` is `warn` (warn instead) or `off` (no recording, no raising).
+unless `GXUSIM_CHECKS` is `warn` (warn instead) or `off` (no recording, no raising). A
+launch that does not run (a construct the emulator cannot run, or over the spec's limits
+with `run_over_limits=False`) raises in every mode: its outputs hold nothing.
 """
 from __future__ import annotations
 
@@ -49,14 +51,14 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
     grid3 = normalize_grid(grid)
     report = _new_report(jit, grid, grid3, num_warps, spec)
     if report.findings and not run_over_limits:
-        return _finish(report, mode)
+        raise _not_run(report)
     programs = math.prod(grid3)
     try:
         arguments = sort_arguments(jit, bound)
         compiled = specialise(jit, arguments, mode != "off", programs)
     except Unsupported as e:
         report.findings.append(Finding("unsupported", "error", str(e), kernel=report.kernel))
-        return _finish(report, mode)
+        raise _not_run(report) from e
     records = allocate_records(compiled, arguments, programs)
     report.jit_s, report.run_s = run_programs(compiled, tuple(grid3), arguments, records)
     analyse(report, compiled, arguments, records, spec, compiler_generated, n_regs)
@@ -69,6 +71,14 @@ def _new_report(jit: Any, grid: Any, grid3: Sequence[int], num_warps: int,
     name = kernel_source(jit)[2]
     findings = limit_findings(spec, grid, num_warps, name)
     return EmulationReport(name, tuple(grid3), num_warps, True, findings, None, [], None)
+
+
+def _not_run(report: EmulationReport) -> EmulationError:
+    """The error for a launch that did not run, whatever `GXUSIM_CHECKS` says: that setting
+    chooses what the tiling checks' findings do, and a launch skipped under `warn` or `off`
+    would hand back outputs nothing wrote."""
+    report.ok = False
+    return EmulationError(report)
 
 
 def _finish(report: EmulationReport, mode: str) -> EmulationReport:

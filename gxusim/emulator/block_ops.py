@@ -194,11 +194,11 @@ class BlockOps:
                        [D.BOOL, cdt, cdt])
 
     def math_call(self, name: str, args: list) -> Val:
-        """A math function of MATH. "float" functions of integers compute in fp32;
-        predicates (isnan, isinf, ...) of integers are refused: libdevice has only
-        fp32/fp64 versions, so Triton fails to compile them."""
+        """A math function of MATH. "float" functions of integers compute in fp32; the
+        others of integers (predicates such as isnan, integer results such as ilogb) are
+        refused: libdevice has only fp32/fp64 versions, so Triton fails to compile them."""
         if name not in MATH:
-            raise self.fail(f"math function {name}")
+            raise self.fail(f"math function {name} (not emulated)")
         template, kind = MATH[name]
         vals = [self.as_val(a) for a in args]
         cdt = vals[0].dtype
@@ -207,11 +207,11 @@ class BlockOps:
         if kind == "same":
             return self.ew(template, vals, cdt, [cdt] * len(vals))
         if not D.is_float(cdt):
-            if kind == "pred":
+            if kind != "float":
                 raise self.fail(f"{name} of an integer ({cdt}) value: Triton's libdevice {name} "
                                 f"takes fp32/fp64 only")
             cdt = "fp32"
-        out = D.BOOL if kind == "pred" else cdt
+        out = {"float": cdt, "pred": D.BOOL}.get(kind, kind)
         return self.ew(template, vals, out, [cdt] * len(vals))
 
     def minmax(self, fn: str, a: Any, b: Any) -> Val:

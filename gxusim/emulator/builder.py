@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Any
+from typing import Any, Callable
 
 from . import dtypes as D
 from .block_ops import EmitInto
 from .expressions import ExpressionInterpreter, ReturnSignal, Undefined
-from .ir import If, KernelIR, Loop, PhiSet, Ptr, Return, Unsupported, Val
+from .ir import If, KernelIR, Loop, PhiSet, Ptr, Return, Unsupported, Val, While
 from .ops import broadcast_shapes, classify_callable, is_number, unwrap
-from .source import KernelFunction
+from .source import KernelFunction, declared_mutations
 from .tile_loop import mark_tile_loop, mixes_pid
 
 
@@ -31,6 +31,11 @@ def assigned_names(body: list) -> set:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 names.add(node.id)
     return names
+
+
+def loop_test(loop: ast.stmt) -> list:
+    """What a loop evaluates before every iteration besides its body: a `while`'s test."""
+    return [loop.test] if isinstance(loop, ast.While) else []
 
 
 def loaded_names(nodes: list, after_line: int = -1) -> set:
@@ -76,7 +81,8 @@ class Builder(ExpressionInterpreter):
         except ReturnSignal:
             pass
         return KernelIR(self.func.name, self.stmts, params, pointers, scalars, self.sites,
-                        self.stored, self.loaded, self.atomic, self.sources)
+                        self.stored, self.loaded, self.atomic, self.sources,
+                        declared_mutations(self.func.pyfn))
 
     # ---------------------------------------------------------------- statements
     def block(self, body: list) -> None:
@@ -193,7 +199,7 @@ class Builder(ExpressionInterpreter):
         """Names that may be read after `node` (later lines, or anywhere in an enclosing loop)."""
         live = loaded_names(self.current_tree.body, node.end_lineno)
         for loop in self.loop_stack:
-            live |= loaded_names(loop.body)
+            live |= loaded_names([*loop.body, *loop_test(loop)])
         return live
 
     def s_For(self, node: ast.For) -> None:
@@ -233,9 +239,47 @@ class Builder(ExpressionInterpreter):
             elif not -2**31 <= int(b) < 2**31:
                 vdt = "int64"
         start, stop, step = (self.cast(b, vdt) for b in bounds)
+        var = Val("loopvar", (), vdt)
+        var.deps = frozenset({var.id}) | start.deps | stop.deps | step.deps
+
+        def head() -> None:
+            self.env[node.target.id] = var
+        init, body, _ = self.carried_loop(node, head)
+        self.stmts.extend(init)
+        counts = "pid" in (start.deps | stop.deps | step.deps) or mixes_pid(body, var.id)
+        self.stmts.append(Loop(var, start, stop, step, body, counts, node.target.id))
+        self.env[node.target.id] = Undefined(node.target.id, "loop variable used after its loop")
+
+    def s_While(self, node: ast.While) -> None:
+        """A runtime loop whose scalar test is evaluated, with the carried values, before
+        every iteration (Triton's scf.while). Python numbers it updates are carried as
+        tensors, as Triton carries them."""
+        if node.orelse:
+            raise self.fail("`while` with an `else` clause")
+
+        def head() -> tuple[list, Val]:
+            test: list = []
+            with EmitInto(self, test):
+                cond = self.as_val(self.expr(node.test))
+                if cond.shape != ():
+                    raise self.fail("`while` on a block condition (Triton's test is a scalar)")
+                cond = self.to_bool(cond)
+            return test, cond
+        init, body, (test, cond) = self.carried_loop(node, head)
+        self.stmts.extend(init)
+        self.stmts.append(While(test, cond, body))
+
+    def carried_loop(self, node: ast.stmt, head: Callable[[], Any]) -> tuple[list, list, Any]:
+        """Interprets a runtime loop's body once, the names it assigns and reads again (in
+        its body, its test or after it) carried as phis: returns (the statements setting
+        the phis' initial values, the body, what `head` returned). `head` runs at the top
+        of every attempt, the phis in place (the loop variable, a `while`'s test); an
+        attempt in which a carried value changes type is made again with the wider type.
+        Afterwards the carried names hold their phis, the others assigned are undefined."""
         assigned = assigned_names(node.body)
         self.loop_stack.append(node)
-        live = self.live_after(node) | self.read_before_write(node.body)
+        live = self.live_after(node) | self.read_before_write(node.body) | \
+            loaded_names(loop_test(node))
         before = dict(self.env)
         overrides: dict = {}
         for _attempt in range(3):
@@ -254,9 +298,7 @@ class Builder(ExpressionInterpreter):
                     init_stmts.append(PhiSet(phi, init))
                     phis[name] = phi
                     self.env[name] = phi
-            var = Val("loopvar", (), vdt)
-            var.deps = frozenset({var.id}) | start.deps | stop.deps | step.deps
-            self.env[node.target.id] = var
+            headed = head()
             body: list = []
             with EmitInto(self, body):
                 try:
@@ -288,14 +330,11 @@ class Builder(ExpressionInterpreter):
         else:
             raise self.fail("a loop-carried variable keeps changing type")
         self.loop_stack.pop()
-        self.stmts.extend(init_stmts)
-        counts = "pid" in (start.deps | stop.deps | step.deps) or mixes_pid(body, var.id)
-        self.stmts.append(Loop(var, start, stop, step, body, counts, node.target.id))
         after = dict(before)
         for name in assigned:
             after[name] = phis.get(name, Undefined(name, "assigned inside a loop and not carried"))
-        after[node.target.id] = Undefined(node.target.id, "loop variable used after its loop")
         self.env = after
+        return init_stmts, body, headed
 
     def read_before_write(self, body: list) -> set:
         """Names the loop body may read before assigning them (so they need a loop-carried value)."""

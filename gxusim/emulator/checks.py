@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..findings import Finding
-from ..kernel_args import is_output
-from .ir import Site
+from ..kernel_args import is_in_place, is_output
+from .ir import KernelIR, Site
 from .tracking import Tracking
 
 
@@ -90,20 +90,28 @@ def _missing(t: torch.Tensor, rec: Optional[Tracking]) -> tuple[int, int, int]:
     return count, missing.size, int(positions[np.argmax(missing)]) if count else -1
 
 
+def written_in_part(kir: KernelIR) -> frozenset:
+    """Arguments the kernel writes only in part by design, their other elements keeping
+    what was there before: targets of atomic adds (updated where there is something to
+    add) and buffers the kernel's decorator declares it updates in place (Inductor's
+    `mutated_arg_names`: the target of a scatter, an index_put, a slice assigned into an
+    input). Inductor declares an in_out_ptr mutated too, but that is a buffer reused in
+    place for the kernel's result, which overwrites all of it."""
+    return frozenset(kir.atomic) | {n for n in kir.mutated if not is_in_place(n)}
+
+
 def uncovered(kernel: str, tracking: dict, buffers: dict, stored: list[str],
               compiler_generated: bool, pointer_args: list[str],
-              accumulated: frozenset = frozenset()) -> list[Finding]:
-    """Output elements no program wrote (error for compiler kernels, warning otherwise).
-
-    Buffers in `accumulated` (targets of atomic adds) are updated only where there is
-    something to add, so they are not expected to be covered."""
+              partial: frozenset = frozenset()) -> list[Finding]:
+    """Output elements no program wrote (error for compiler kernels, warning otherwise);
+    outputs in `partial` (`written_in_part`) are not expected to be covered."""
     found = []
     # A generated kernel must write all of every out_ptr; an in_out_ptr it never stores to
     # is a buffer updated in place with nothing to change (Inductor keeps the name).
     outputs = [n for n in pointer_args
-               if is_output(n) and (n in stored or not n.startswith("in_out"))] \
+               if is_output(n) and (n in stored or not is_in_place(n))] \
         if compiler_generated else stored
-    outputs = [n for n in outputs if n not in accumulated]
+    outputs = [n for n in outputs if n not in partial]
     for name in outputs:
         buf = buffers[name]
         count, total, first = _missing(buf.tensor, tracking.get(buf.alias))

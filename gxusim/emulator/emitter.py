@@ -33,7 +33,7 @@ import math
 from typing import Any, Optional
 
 from . import dtypes as D
-from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, walk
+from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, While, walk
 from .module_cache import runtime_hash
 from .ops import MATH
 from .planner import Group, Planner, base_reads
@@ -83,7 +83,8 @@ class Emitter:
         self.planner = Planner(alias)
         self.units = self.planner.plan(kir.body)
         self.arrays: dict[int, Val] = {}
-        self.has_tile_loop = any(isinstance(s, Loop) and s.counts_tiles for s in walk(self.units))
+        self.has_tile_loop = any(isinstance(s, (Loop, While)) and s.counts_tiles
+                                 for s in walk(self.units))
         self.loop_kind = GENERAL  # the kind of block loop being written
         self.unsure = None  # in a speculative dense loop: the variable its estimates set when unsure
         self.program_locals: list[str] = []  # initialisations at the top of `_program`
@@ -150,6 +151,8 @@ class Emitter:
                 self.group_code(u, depth)
             elif isinstance(u, Loop):
                 self.loop_code(u, depth)
+            elif isinstance(u, While):
+                self.while_code(u, depth)
             elif isinstance(u, If):
                 self.w(depth, f"if {self.name(u.cond)}:")
                 self.units_code(u.then, depth + 1)
@@ -170,6 +173,15 @@ class Emitter:
         bounds = ", ".join(self.read(b, [], None) for b in (loop.start, loop.stop, loop.step))
         self.w(depth, f"for {it} in range({bounds}):")
         self.w(depth + 1, f"{var} = {D.COMPUTE[loop.var.dtype]}({it})")
+        if loop.counts_tiles:
+            self.w(depth + 1, "tiles[p] += 1")
+        self.units_code(loop.body, depth + 1)
+
+    def while_code(self, loop: While, depth: int) -> None:
+        self.w(depth, "while True:")
+        self.units_code(loop.test, depth + 1)
+        self.w(depth + 1, f"if not {self.read(loop.cond, [], None)}:")
+        self.w(depth + 2, "break")
         if loop.counts_tiles:
             self.w(depth + 1, "tiles[p] += 1")
         self.units_code(loop.body, depth + 1)

@@ -117,7 +117,9 @@ class ExpressionInterpreter(BlockOps):
         op = node.ops[0]
         left, right = self.expr(node.left), self.expr(node.comparators[0])
         if isinstance(op, (ast.Is, ast.IsNot)):
-            if isinstance(left, (Val, Ptr)) or isinstance(right, (Val, Ptr)):
+            # a tensor is never None (`sorter_ptr is None`); other identities have no meaning
+            if (isinstance(left, (Val, Ptr)) or isinstance(right, (Val, Ptr))) and \
+                    left is not None and right is not None:
                 raise self.fail("`is` on a tensor")
             return (left is right) == isinstance(op, ast.Is)
         if isinstance(op, (ast.In, ast.NotIn)):

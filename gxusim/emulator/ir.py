@@ -1,5 +1,6 @@
 """The emulator's intermediate representation: typed block values and the statements
-(stores, loop-carried updates, loops, ifs, returns, reductions) of one kernel specialisation.
+(stores, loop-carried updates, `for` and `while` loops, ifs, returns, reductions) of one
+kernel specialisation.
 
 The builder produces it, the tile-loop pass annotates it, the planner and emitter turn it
 into numba code, and the checks read its access sites.
@@ -71,6 +72,15 @@ class Loop:
 
 
 @dataclasses.dataclass(eq=False)
+class While:
+    """A runtime `while`: `test` computes the scalar `cond` before every iteration."""
+    test: list
+    cond: Val
+    body: list
+    counts_tiles: bool = False
+
+
+@dataclasses.dataclass(eq=False)
 class If:
     """A runtime `if` on a scalar condition."""
     cond: Val
@@ -119,6 +129,7 @@ class KernelIR:
     loaded: set
     atomic: set  # bases written by tl.atomic_add (accumulated, so coverage is not required)
     sources: list  # source texts of the kernel and everything inlined (for cache keys)
+    mutated: frozenset  # arguments the kernel's decorator declares it updates in place
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +145,9 @@ def walk(stmts: list) -> Iterator[Any]:
     for s in stmts:
         yield s
         if isinstance(s, Loop):
+            yield from walk(s.body)
+        elif isinstance(s, While):
+            yield from walk(s.test)
             yield from walk(s.body)
         elif isinstance(s, If):
             yield from walk(s.then)

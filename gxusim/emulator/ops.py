@@ -58,7 +58,8 @@ def dtype_name(x: Any) -> str:
 
 
 # Elementwise math: Triton/libdevice/tl_math name -> (numba template, kind). kind "float":
-# float result of the input's float type; "pred": int1 result; "same": input dtype.
+# float result of the input's float type; "pred": int1 result; "same": input dtype; a
+# dtype name: a result of that type.
 MATH: dict[str, tuple[str, str]] = {
     "exp": ("math.exp({0})", "float"), "exp2": ("math.pow(2.0, {0})", "float"),
     "log": ("math.log({0})", "float"), "log2": ("math.log2({0})", "float"),
@@ -87,6 +88,12 @@ MATH: dict[str, tuple[str, str]] = {
     "fdiv": ("({0} / {1})", "float"), "div": ("({0} / {1})", "float"),
     "fma": ("(np.float64({0}) * {1} + {2})", "float"),
     "fmax": ("_maxp({0}, {1})", "float"), "fmin": ("_minp({0}, {1})", "float"),
+    "mul_rn": ("({0} * {1})", "float"), "nextafter": ("np.nextafter({0}, {1})", "float"),
+    "ldexp": ("math.ldexp({0}, int({1}))", "float"), "ilogb": ("_ilogb({0})", "int32"),
+    "llrint": (D.convert("_rint({0})", "fp64", "int64"), "int64"),
+    "fast_tanhf": ("_tanh({0})", "float"), "erfinv": ("_erfinv({0})", "float"),
+    "erfcx": ("_erfcx({0})", "float"), "cyl_bessel_i0": ("_bessel_i({0}, 0)", "float"),
+    "cyl_bessel_i1": ("_bessel_i({0}, 1)", "float"),
 }
 
 AST_BINARY_OPS: dict[type, str] = {

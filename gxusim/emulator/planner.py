@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Optional
 
-from .ir import If, Loop, PhiSet, Reduce, Store, Val
+from .ir import If, Loop, PhiSet, Reduce, Store, Val, While
 
 
 @dataclasses.dataclass
@@ -80,6 +80,8 @@ class Planner:
                 cur = None
                 if isinstance(s, Loop):
                     s.body = self.plan(s.body)
+                elif isinstance(s, While):
+                    s.test, s.body = self.plan(s.test), self.plan(s.body)
                 elif isinstance(s, If):
                     s.then, s.orelse = self.plan(s.then), self.plan(s.orelse)
                 elif isinstance(s, Reduce):

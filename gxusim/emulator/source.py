@@ -53,6 +53,23 @@ class KernelFunction:
         return f"{self.name} {line}: `{text}`"
 
 
+def declared_mutations(pyfn: Callable) -> frozenset[str]:
+    """Arguments the kernel's decorators say it updates in place: Inductor's heuristics
+    decorator carries `inductor_meta={'mutated_arg_names': [...]}` (buffers filled before
+    the kernel runs). Empty for a kernel without one, or whose file cannot be read."""
+    try:
+        tree = python_ast.parse(textwrap.dedent(inspect.getsource(pyfn))).body[0]
+    except (OSError, TypeError):
+        return frozenset()
+    for decorator in getattr(tree, "decorator_list", ()):
+        for keyword in getattr(decorator, "keywords", ()):
+            if keyword.arg == "inductor_meta" and isinstance(keyword.value, ast.Dict):
+                for key, value in zip(keyword.value.keys, keyword.value.values):
+                    if isinstance(key, ast.Constant) and key.value == "mutated_arg_names":
+                        return frozenset(ast.literal_eval(value))
+    return frozenset()
+
+
 def source_hash(texts: list) -> str:
     """Short hash of source texts (a cache key part)."""
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]

@@ -1,14 +1,15 @@
 """The tile-loop pass: which loops iterate over a program's tiles.
 
-A program's tiles are the iterations of its outermost loop that stores and either mixes
-`program_id` with its variable or is not one of Inductor's reduction loops (`roffset`,
-`r0_offset`, ...). The emitter counts those iterations per program (`tiles_per_program`).
+A program's tiles are the iterations of its outermost loop (`for` or `while`) that stores
+and either mixes `program_id` with its variable or is not one of Inductor's reduction
+loops (`roffset`, `r0_offset`, ...). The emitter counts those iterations per program
+(`tiles_per_program`).
 """
 from __future__ import annotations
 
 import re
 
-from .ir import If, Loop, Store, Val, walk
+from .ir import If, Loop, Store, Val, While, walk
 
 
 def mixes_pid(body: list, var_id: int) -> bool:
@@ -27,12 +28,13 @@ def mark_tile_loop(body: list) -> None:
     mix program_id with their variable, or that are not Inductor reduction loops
     (`roffset`, `r0_offset`, ...)."""
     for s in body:
-        if isinstance(s, Loop):
+        if isinstance(s, (Loop, While)):
             has_store = any(isinstance(x, Store) for x in walk(s.body))
-            if has_store and (s.counts_tiles or not _REDUCTION_LOOP.match(s.name)):
+            reduction = isinstance(s, Loop) and _REDUCTION_LOOP.match(s.name)
+            if has_store and (s.counts_tiles or not reduction):
                 s.counts_tiles = True
                 for inner in walk(s.body):
-                    if isinstance(inner, Loop):
+                    if isinstance(inner, (Loop, While)):
                         inner.counts_tiles = False
                 continue
             s.counts_tiles = False

@@ -72,6 +72,13 @@ def tl_where(builder: BlockOps, c: Any, a: Any, b: Any) -> Val:
     return builder.where(c, a, b)
 
 
+def tl_logical_and(builder: BlockOps, a: Any, b: Any) -> Val:
+    return builder.binary("and", builder.to_bool(a), builder.to_bool(b))
+
+
+def tl_logical_or(builder: BlockOps, a: Any, b: Any) -> Val:
+    return builder.binary("or", builder.to_bool(a), builder.to_bool(b))
+
 
 def tl_maximum(builder: BlockOps, a: Any, b: Any, propagate_nan: Any = None) -> Val:
     return builder.minmax("_maxp", a, b)
