@@ -7,7 +7,7 @@ launch) -> target (CUDA or emulator) -> report.
 """
 from .emulator import EmulationError, EmulationReport, emulate
 from .environment import check as _check_environment
-from .errors import InputError
+from .errors import InputError, exit_if_command
 from .findings import Finding, GXULimitError
 from .launch import Launch, clear_launches, launches, set_launch_history
 from .spec import HardwareSpec, SpecError, current_spec, load_spec, use_spec
@@ -22,8 +22,12 @@ from gxusim.compiler.inductor_registration import last_generated_code
 
 # A bad GXUSIM_* value ($GXUSIM_SPEC too) fails the import, naming the variable, rather
 # than the first compile.
-_check_environment()
-current_spec()
+try:
+    _check_environment()
+    current_spec()
+except InputError as _error:
+    exit_if_command(_error)
+    raise
 _register_device()
 _register_compiler()
 _HOST_VIEWS["gxu"] = _backing_alias  # gxu tensors given to `emulate` run in place

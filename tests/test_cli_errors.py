@@ -107,6 +107,20 @@ def test_a_bad_variable_fails_the_import_naming_it(name, value, accepted):
         assert text in last, last
 
 
+@pytest.mark.parametrize("started_as", ["module", "console_script"])
+def test_a_bad_variable_stops_the_command_in_one_line(started_as, tmp_path):
+    """`python -m gxusim`, and the console script pip writes (a file named `gxusim` that
+    imports gxusim.cli and calls main)."""
+    script = tmp_path / "gxusim"
+    script.write_text("from gxusim.cli import main\nraise SystemExit(main())\n")
+    start = ["-m", "gxusim"] if started_as == "module" else [str(script)]
+    done = subprocess.run([sys.executable, *start, "spec", "show", "gxu"], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "GXUSIM_SPEC": "nonexistent"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "GXUSIM_SPEC='nonexistent' is not accepted" in done.stderr
+
+
 def test_every_table_variable_is_checked(monkeypatch):
     monkeypatch.setenv("GXUSIM_TIMING", "yes")
     with pytest.raises(environment.SettingError, match="GXUSIM_TIMING='yes'"):
