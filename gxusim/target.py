@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Optional, Sequence
 import torch
 
 from . import environment, launch_facts
+from .errors import InputError
 from .findings import Finding
 from .spec import HardwareSpec, current_spec
 from .triton_launch import BinaryLauncher, Resources, compiled_resources, resources
@@ -276,15 +277,19 @@ _active: Optional[Target] = None
 _frozen_device: Optional[torch.device] = None  # set by the first gxu allocation
 
 
+class TargetUnavailableError(InputError, RuntimeError):
+    """The target asked for cannot run on this machine (cuda without a GPU)."""
+
+
 def _resolve(name: str) -> Target:
     if name not in CHOICES:
-        raise ValueError(f"unknown gxusim target {name!r}; choose one of {CHOICES}")
+        raise InputError(f"unknown gxusim target {name!r}; choose one of {CHOICES}")
     if name == "auto":
         name = CudaTarget.name if CudaTarget.available() else EmulatorTarget.name
     cls = TARGETS[name]
     if not cls.available():
-        raise RuntimeError(f"gxusim target {name!r} needs a CUDA GPU, and torch "
-                           f"{torch.__version__} sees none; use 'emulator' or 'auto'")
+        raise TargetUnavailableError(f"gxusim target {name!r} needs a CUDA GPU, and torch "
+                                     f"{torch.__version__} sees none; use 'emulator' or 'auto'")
     return cls()
 
 
