@@ -78,6 +78,14 @@ COMMANDS = ("spec", "sweep", "demo", "report", "emulate", "frobnicate")
     (["report", "{d}/other.json", "--out", "{d}/a-file"], ["--out", "a-file", "give a folder"]),
     (["frobnicate"], ["'frobnicate'", "'sweep'"]),
     ([*EMULATE, "--spec", "{d}/broken.toml"], ["broken.toml", "not valid TOML"]),
+    ([*EMULATE[:-2], "--const", "XBLOCK=abc"], ["--const 'XBLOCK=abc'", "NAME=VALUE"]),
+    ([*EMULATE[:-2]], ["no value for ['XBLOCK']", "--const"]),
+    ([*EMULATE[:-4], "--arg", "n=abc", *EMULATE[-2:]], ["--arg 'n=abc'", "DTYPE[SHAPE]", "float32"]),
+    ([*EMULATE[:-4], *EMULATE[-2:]], ["no value for ['xnumel']", "in_ptr0, out_ptr0, xnumel"]),
+    ([*EMULATE, "--arg", "m=1"], ["takes 3 --arg", "got 4"]),
+    (["emulate", KERNEL, "--grid", "abc", *EMULATE[4:]], ["--grid", "'abc'", "4,8"]),
+    (["emulate", KERNEL, *EMULATE[4:]], ["--grid", "required"]),
+    (["emulate", "{d}/missing.py::k", "--grid", "1"], ["missing.py", "does not exist"]),
 ], ids=lambda v: " ".join(v).replace("{d}/", "").replace(KERNEL, "K") if v[0] in COMMANDS else "")
 def test_bad_input_is_one_line_naming_it(argv, named, files, capsys):
     line = _error_line([arg.format(d=files) for arg in argv], capsys)

@@ -53,7 +53,7 @@ def test_emulate_command_names_a_bad_kernel_file(tmp_path, capsys):
     for target, message in ((f"{broken}::k", "cannot import"),
                             (f"{fine}::nope", "has no kernel 'nope'; kernels there: ['k']"),
                             (f"{tmp_path}/missing.py::k", "does not exist")):
-        with pytest.raises(SystemExit) as error:
+        with pytest.raises(gxusim.InputError) as error:
             gxusim.emulator.cli_main([target, "--grid", "1"])
         assert message in str(error.value)
 

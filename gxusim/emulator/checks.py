@@ -84,7 +84,8 @@ def _missing(t: torch.Tensor, rec: Optional[Tracking]) -> tuple[int, int, int]:
         return count, numel, first if count else -1
     n = t.untyped_storage().nbytes() // t.element_size()
     written = rec.written if rec is not None else np.zeros(n, np.bool_)
-    positions = torch.arange(n).as_strided(t.size(), t.stride(), t.storage_offset()).reshape(-1).numpy()
+    positions = torch.arange(n, device="cpu").as_strided(  # whatever torch.device is in force
+        t.size(), t.stride(), t.storage_offset()).reshape(-1).numpy()
     missing = ~written[positions]
     count = int(missing.sum())
     return count, missing.size, int(positions[np.argmax(missing)]) if count else -1
