@@ -6,7 +6,7 @@ backing device's time per call, gxu's, and their ratio.
 
 Where the time goes: allocations (`empty`, `empty_strided`) and the view primitives
 (`view`, `as_strided`, `_reshape_alias`, which every composite view ends in) are C++ kernels
-(`device/native.cpp`), as cheap as the backing device's own. Every other op is one trip
+(`device/csrc/memory.cpp`), as cheap as the backing device's own. Every other op is one trip
 through the Python boxed fallback (`gxusim.device.ops`): the dispatcher's boxing and the
 Python trampoline (~3-4 us), mapping the arguments to backing aliases (one C++ call each),
 the backing kernel through its OpOverload, and the result wrapped as a gxu tensor (one C++

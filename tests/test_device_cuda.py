@@ -86,3 +86,22 @@ def test_no_leaks_over_many_cycles() -> None:
     assert torch.gxu.memory_allocated() == gxu_before
     assert memory.live_storages() == live
     assert torch.cuda.memory_allocated() == cuda_before
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="pytorch/pytorch#161129: a registered PrivateUse1 backend is torch's "
+                          "accelerator, and CUDA autograd nodes then find no stream (README)")
+def test_cuda_backward_in_a_process_with_gxu() -> None:
+    """The README's known limitation, kept honest: once torch fixes it, this fails, and the
+    limitation goes."""
+    x = torch.randn(4, 4, device="cuda", requires_grad=True)
+    (x * 2).sum().backward()
+
+
+def test_gxu_pinned_memory_is_cudas() -> None:
+    """Pinned for gxu is pinned for CUDA: the same page-locked memory, copied without a wait."""
+    pinned = torch.randn(1 << 10).pin_memory()
+    assert pinned.is_pinned() and pinned[8:].is_pinned()
+    x = pinned.to("gxu", non_blocking=True)
+    torch.gxu.synchronize()
+    assert x.tolist() == pinned.tolist()
