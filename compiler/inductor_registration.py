@@ -4,7 +4,7 @@ Every use of Dynamo/Inductor registration internals lives here.
 Checked against torch 2.11.0 (GPU machine) and 2.13.0 (development machines).
 
 * Dynamo: a `DeviceInterface` for "gxu" (device properties are the active spec, streams
-  and synchronisation are the target's).
+  and synchronisation are the target's), and a backend named "gxu" (Inductor).
 * Inductor: `register_backend_for_device("gxu", GXUScheduling, GXUWrapperCodegen)`,
   device-op overrides for the Python wrapper, "gxu" added to `GPU_TYPES` so Inductor
   treats it as a Triton GPU device (alignment, device guards, fusion rules), and
@@ -307,10 +307,19 @@ def _scan_num_splits(cls: type, *args: object, **kwargs: object) -> tuple:
     return (hint, 1) if getattr(device, "type", None) == DEVICE else (hint, splits)
 
 
+def compile_for_gxu(graph: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Any:
+    """The Dynamo backend named "gxu" (`torch.compile(fn, backend="gxu")`, as a backend a
+    device registers under its name): TorchInductor, which compiles gxu graphs to GXU kernels."""
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(graph, example_inputs, **kwargs)
+
+
 @once
 def register() -> None:
     """Register gxu with Dynamo and Inductor once per process (idempotent, thread-safe)."""
     dynamo_devices.register_interface_for_device(DEVICE, GXUDeviceInterface)
+    if DEVICE not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(compile_for_gxu, name=DEVICE)
     inductor_common.register_backend_for_device(DEVICE, GXUScheduling, GXUWrapperCodegen,
                                                device_custom_config=cache_key)
     # Inductor loads its stock device-op overrides (cuda, cpu, ...) lazily, and on torch

@@ -69,13 +69,6 @@ class Logits(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=tokens).logits
 
-    def _apply(self, fn, recurse=True):
-        # Module.to("gxu") unties shared parameters (see test_module_to_gxu_keeps_tied_weights);
-        # tie the embeddings again after every move, as a user of gxu must today.
-        moved = super()._apply(fn, recurse)
-        self.model.tie_weights()
-        return moved
-
 
 class TrainingMode(nn.Module):
     """Keeps its module in training mode. A forward runs as inference (no autograd), where
@@ -245,13 +238,13 @@ def test_amp_training_step_matches_eager(name):
     _check(result)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Module.to('gxu') unties shared parameters: torch._has_compatible_shallow_copy_type is "
-    "False between a CPU and a PrivateUse1 tensor (only built-in dense backends count), so "
-    "Module._apply gives each module a new Parameter instead of moving the shared one; the "
-    "swap_module_params_on_conversion future flag keeps ties but breaks moving back"))
 def test_module_to_gxu_keeps_tied_weights():
+    """Module._apply moves a shared parameter once, in place, where a CPU tensor and a gxu
+    tensor are shallow-copy compatible (`a.data = b`), as between CPU and CUDA."""
     embedding, head = nn.Embedding(4, 3), nn.Linear(3, 4, bias=False)
     head.weight = embedding.weight
     moved = nn.ModuleDict(dict(embedding=embedding, head=head)).to("gxu")
     assert moved["head"].weight is moved["embedding"].weight
+    assert moved["head"].weight.device.type == "gxu"
+    back = moved.to("cpu")
+    assert back["head"].weight is back["embedding"].weight and back["head"].weight.is_cpu
