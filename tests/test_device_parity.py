@@ -271,3 +271,13 @@ def test_the_profiler_traces_eager_ops_and_every_gxu_kernel_with_its_launch(tmp_
     assert args["predicted_us"] > 0
     if on_cuda:  # the GPU's own record of the kernel that launch ran, under the same name
         assert any(event.get("cat") == "kernel" for event in named), named
+
+
+def test_a_dynamo_backend_named_after_the_device():
+    assert "gxu" in torch._dynamo.list_backends()
+    x = torch.randn(1000, device="gxu")
+    gxusim.clear_launches()
+    torch._dynamo.reset()
+    got = torch.compile(lambda t: (t * 3).relu(), backend="gxu")(x)
+    assert torch.equal(got.cpu(), (x.cpu() * 3).relu())
+    assert [launch.kernel for launch in gxusim.launches()] == ["triton_poi_fused_mul_relu_0"]
