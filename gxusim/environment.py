@@ -16,6 +16,7 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (accepted values,
     "GXUSIM_CHECKS": (("raise", "warn", "off"), "raise"),
     "GXUSIM_TIMING": (("0", "1"), "0"),
     "GXUSIM_EMULATOR": (("numba", "interpreter"), "numba"),
+    "GXUSIM_AUTOLOAD": (("0", "1"), "0"),  # read by gxusim_autoload, checked here
 }
 FLAGS = {"GXUSIM_LOG": ("decisions",)}  # comma-separated subsets
 INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000}  # non-negative

@@ -8,6 +8,9 @@ the profiler. They run on the session's target (the emulator here, CUDA on a GPU
 import copy
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -281,3 +284,33 @@ def test_a_dynamo_backend_named_after_the_device():
     got = torch.compile(lambda t: (t * 3).relu(), backend="gxu")(x)
     assert torch.equal(got.cpu(), (x.cpu() * 3).relu())
     assert [launch.kernel for launch in gxusim.launches()] == ["triton_poi_fused_mul_relu_0"]
+
+
+SPAWNS = """
+import multiprocessing
+import torch  # and nothing of gxusim: only torch's autoloading can bring gxu in
+
+
+def child(queue):
+    queue.put(torch.ones(3, device="gxu").sum().item())
+
+
+if __name__ == "__main__":
+    print(hasattr(torch, "gxu"), flush=True)
+    if hasattr(torch, "gxu"):
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        process = context.Process(target=child, args=(queue,))
+        process.start()
+        process.join()
+        print(queue.get(timeout=10))
+"""
+
+
+def test_autoload_registers_gxu_with_torch_in_spawned_processes_when_asked(tmp_path):
+    script = tmp_path / "spawns.py"
+    script.write_text(SPAWNS)
+    for setting, expected in (("1", ["True", "3.0"]), ("0", ["False"])):
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "GXUSIM_AUTOLOAD": setting})
+        assert done.stdout.split() == expected, done.stderr[-2000:]
