@@ -92,8 +92,9 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    """A forked child of a process whose gxu memory is CUDA memory: CUDA's own rule."""
-    return target.frozen() and target.current_target() == "cuda" and torch.cuda._is_in_bad_fork()
+    """A forked child of a process whose gxu memory the child cannot use (CUDA memory: the
+    emulator's host memory forks as any memory does)."""
+    return target.frozen() and target.active().in_bad_fork()
 
 
 def synchronize(device: Device = None) -> None:

@@ -11,9 +11,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Sequence
 
-from .errors import InputError
+from .errors import InputError, Parser
 
 SAVE_EVERY_S = 5.0  # a running sweep's --json file is rewritten at most this often
 
@@ -251,14 +251,6 @@ def _output_folder(text: str) -> str:
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text!r} is a file; give a folder")
     return text
-
-
-class Parser(argparse.ArgumentParser):
-    """A flag that does not parse is one line naming it (and where the usage is), not the
-    usage text and then the error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -6,12 +6,22 @@ its traceback. A `ValueError`, so code catching those keeps working.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 
 class InputError(ValueError):
     """A user's input that gxusim does not accept; the message names it and what is."""
+
+
+class Parser(argparse.ArgumentParser):
+    """A flag that does not parse is one line naming it (and where the usage is), not the
+    usage text and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def exit_if_command(error: InputError) -> None:

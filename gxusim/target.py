@@ -107,6 +107,10 @@ class Target:
     def supports_dtype(self, dtype: torch.dtype) -> bool:
         return True
 
+    def in_bad_fork(self) -> bool:
+        """This process is a forked child that cannot use the parent's gxu memory."""
+        return False
+
     def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
                 stream: Optional[int] = None) -> Outcome:
         """Run the launch (gxu tensors aliased on the backing device unless
@@ -193,6 +197,9 @@ class CudaTarget(Target):
 
     def total_memory(self) -> int:
         return torch.cuda.get_device_properties().total_memory
+
+    def in_bad_fork(self) -> bool:
+        return torch.cuda._is_in_bad_fork()  # CUDA's own rule: its driver does not survive fork
 
     def execute(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec,
                 stream: Optional[int] = None) -> Outcome:

@@ -6,13 +6,11 @@ import ast
 import importlib.util
 import os
 import re
-import sys
 from typing import Optional, Sequence
 
 import torch
 
-from ..cli import Parser
-from ..errors import InputError
+from ..errors import InputError, Parser
 from .api import EmulationError, run_launch
 
 _ARG = re.compile(r"^(\w+)=(\w+)\[([\d, x]+)\]$")
@@ -128,8 +126,3 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         report = e.report
     print(report.table())
     return 0 if report.ok else 1
-
-
-if __name__ == "__main__":  # as `gxusim emulate`, bad input one line
-    from ..cli import main
-    sys.exit(main(["emulate", *sys.argv[1:]]))

@@ -4,8 +4,8 @@ One generated module per kernel specialisation holds `_program` (one program ins
 its tile loops, with every fused group written as scalar loops over block elements) and
 `launch_for(threads)`: the launch over the grid, a prange over contiguous chunks of programs
 (one chunk per thread), or a plain loop for one thread (numba compiles only the one a launch
-calls, and a parallel loop costs about a third more to compile: small launches run serial). Block values
-live in registers inside a group and are written to an array only when the planner says
+calls, and a parallel loop costs a third more to compile: small launches run serial). Block
+values live in registers inside a group and are written to an array only when the planner says
 a later group, a reduction or a view reads them.
 
 Every memory access is guarded: a masked-off lane does nothing, an unmasked lane outside
@@ -173,18 +173,19 @@ class Emitter:
         bounds = ", ".join(self.read(b, [], None) for b in (loop.start, loop.stop, loop.step))
         self.w(depth, f"for {it} in range({bounds}):")
         self.w(depth + 1, f"{var} = {D.COMPUTE[loop.var.dtype]}({it})")
-        if loop.counts_tiles:
-            self.w(depth + 1, "tiles[p] += 1")
-        self.units_code(loop.body, depth + 1)
+        self.loop_body(loop, depth + 1)
 
     def while_code(self, loop: While, depth: int) -> None:
         self.w(depth, "while True:")
         self.units_code(loop.test, depth + 1)
         self.w(depth + 1, f"if not {self.read(loop.cond, [], None)}:")
         self.w(depth + 2, "break")
+        self.loop_body(loop, depth + 1)
+
+    def loop_body(self, loop: "Loop | While", depth: int) -> None:
         if loop.counts_tiles:
-            self.w(depth + 1, "tiles[p] += 1")
-        self.units_code(loop.body, depth + 1)
+            self.w(depth, "tiles[p] += 1")
+        self.units_code(loop.body, depth)
 
     @staticmethod
     def site_of(s: Any) -> int:
@@ -585,10 +586,9 @@ class Emitter:
         """(kind, arg) for each runtime parameter, in order (the caller builds the values)."""
         out = []
         for name in self.kir.arg_names:
-            if name in self.kir.pointers:
-                out += [("buf", name), ("base", name), ("size", name)]
-            elif name in self.kir.scalars:
-                out.append(("scalar", name))
+            kinds = ("buf", "base", "size") if name in self.kir.pointers else \
+                ("scalar",) if name in self.kir.scalars else ()
+            out += [(kind, name) for kind in kinds]
         if self.layout.checks:
             for name in self.kir.arg_names:
                 if name in self.kir.stored or name in self.layout.track_reads:
@@ -615,8 +615,7 @@ class Emitter:
             "from numba import njit, prange",
             "from gxusim.emulator.runtime import *",
             "from gxusim.emulator.tracking import *",
-            "",
-            "",
+            "", "",
             "@njit(cache=True, error_model='numpy', nogil=True)",
             f"def _program(p, pid0, pid1, pid2, np0, np1, np2, {', '.join(names)}):",
             "    pid0, pid1, pid2 = np.int32(pid0), np.int32(pid1), np.int32(pid2)",
@@ -630,8 +629,7 @@ class Emitter:
         for name, parallel, loop in (("_launch_parallel", ", parallel=True", "prange"),
                                      ("_launch_serial", "", "range")):
             launch += [
-                "",
-                "",
+                "", "",
                 f"@njit(cache=True{parallel}, error_model='numpy')",
                 f"def {name}(g0, g1, g2, threads, {', '.join(names)}):",
                 "    programs = g0 * g1 * g2",
@@ -640,15 +638,9 @@ class Emitter:
                 "            _program(p, p % g0, (p // g0) % g1, p // (g0 * g1), g0, g1, g2, "
                 f"{', '.join(program_args)})",
             ]
-        launch += [
-            "",
-            "",
-            "def launch_for(threads):",
-            "    return _launch_parallel if threads > 1 else _launch_serial",
-            "",
-        ]
+        launch += ["", "", "def launch_for(threads):",
+                   "    return _launch_parallel if threads > 1 else _launch_serial", ""]
         return "\n".join(head + body + launch)
-
 
 
 def generate(kir: KernelIR, layout: Layout, alias: dict) -> Emitter:
