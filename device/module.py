@@ -313,10 +313,12 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     rows = [("Allocated memory", "allocated_bytes"), ("Active memory", "active_bytes"),
             ("Requested memory", "requested_bytes"), ("Reserved memory", "reserved_bytes"),
             ("Allocations", "allocation"), ("Active allocs", "active")]
-    header = f"{'Metric':<18} {'Cur Usage':>14} {'Peak Usage':>14} {'Tot Alloc':>14} {'Tot Freed':>14}"
+    header = f"{'Metric':<18} " + " ".join(f"{column:>14}" for column in (
+        "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
     lines = [f"gxu memory summary, device 0 ({target.current_target()} target)", header]
     for label, key in rows:
-        values = [stats.get(f"{key}.all.{kind}", 0) for kind in ("current", "peak", "allocated", "freed")]
+        values = [stats.get(f"{key}.all.{kind}", 0)
+                  for kind in ("current", "peak", "allocated", "freed")]
         lines.append(f"{label:<18} " + " ".join(f"{value:>14,}" for value in values))
     return "\n".join(lines)
 

@@ -12,16 +12,17 @@ mapped back by the op's schema:
 Aliases' storages cannot grow: when an op needs a larger `out=`, the backing kernel
 fails before writing, and the op runs again with growable backing outputs that the gxu
 tensors then take over; any other metadata change to a written alias (a shrunk `out=`,
-`t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run with the gxu
-generator's state swapped into the backing device's default generator, so gxu has its
-own reproducible random stream whatever the op's signature; a gxu `torch.Generator` passed
-to an op is the backing-device generator it draws from.
+`t_`) is copied back to the gxu tensor. Random ops (tagged `nondeterministic_seeded`) run
+with the gxu generator's state swapped into the backing device's default generator, so gxu
+has its own reproducible random stream whatever the op's signature; a gxu `torch.Generator`
+passed to an op is the backing-device generator it draws from.
 The fallback is also registered as the gxu kernel of every structured op (and of
 convolution), so those run as one backing-device kernel instead of decomposing on gxu.
 Three ops need their own kernels: `_copy_from` (cross-device copies), `resize_` (gxu
-storages grow by reallocation) and `set_` (metadata only, or a new empty gxu storage). The allocations (`empty`,
-`empty_strided`) and the view primitives (`view`, `as_strided`, `_reshape_alias`) have C++
-kernels in `native.cpp`, registered when it loads: they are the hottest ops.
+storages grow by reallocation) and `set_` (metadata only, or a new empty gxu storage). The
+allocations (`empty`, `empty_strided`) and the view primitives (`view`, `as_strided`,
+`_reshape_alias`) have C++ kernels in `csrc/memory.cpp`, registered when it loads: they are
+the hottest ops.
 """
 from __future__ import annotations
 
@@ -83,8 +84,8 @@ class _Plan(NamedTuple):
     returns_written: tuple[int | None, ...]  # per return: index into `written` it is, or None
 
 
-# Argument types that can carry a gxu tensor, storage, device or generator; the rest (ints, int
-# lists, scalars, dtypes) pass through untouched, which keeps the common path short.
+# Argument types that can carry a gxu tensor, storage, device or generator; the rest (ints,
+# int lists, scalars, dtypes) pass through untouched, which keeps the common path short.
 _MAPPED_TYPES = ("Tensor", "Device", "Storage", "Generator")
 
 
@@ -330,7 +331,7 @@ def fallback_for(name: str) -> Callable[..., Any]:
 # A Python-registered *fallback* cannot serve them then: PythonKernelHolder trampolines
 # through the per-op registry, which only holds `impl` registrations, and asserts
 # (python_dispatch.cpp "func != nullptr", torch 2.11 and 2.13). So they get explicit impls.
-# The allocations have C++ kernels (native.cpp).
+# The allocations have C++ kernels (csrc/memory.cpp).
 MODE_SAFE_OPS = ("_to_copy", "copy_")
 
 

@@ -116,7 +116,8 @@ class Allocator final : public c10::DeviceAllocator {
     }
     const auto options = at::TensorOptions().dtype(at::kByte).device(backing_device());
     const auto size = static_cast<int64_t>(count);
-    at::from_blob(dest, {size}, options).copy_(at::from_blob(const_cast<void*>(src), {size}, options));
+    at::from_blob(dest, {size}, options)
+        .copy_(at::from_blob(const_cast<void*>(src), {size}, options));
   }
 
   bool initialized() override { return true; }
@@ -128,8 +129,8 @@ class Allocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr& data, c10::Stream stream) override {
     const c10::Storage* backing = owned_backing(data);
     if (on_cuda() && backing != nullptr) {
-      cuda_allocator()->recordStream(backing->data_ptr(),
-                                     c10::Stream(c10::Stream::UNSAFE, backing_device(), stream.id()));
+      const c10::Stream on_cuda(c10::Stream::UNSAFE, backing_device(), stream.id());
+      cuda_allocator()->recordStream(backing->data_ptr(), on_cuda);
     }
   }
 
@@ -280,8 +281,8 @@ at::Tensor own(const at::Tensor& tensor) {
 }
 
 at::Tensor alias(const at::Tensor& gxu, const c10::Device& on) {
-  return tensor_over(alias_storage(gxu.storage(), on), gxu,
-                     c10::DispatchKeySet(c10::computeDispatchKey(gxu.scalar_type(), c10::kStrided, on)));
+  const auto key = c10::computeDispatchKey(gxu.scalar_type(), c10::kStrided, on);
+  return tensor_over(alias_storage(gxu.storage(), on), gxu, c10::DispatchKeySet(key));
 }
 
 at::Tensor storage_view(const at::Storage& storage, c10::ScalarType dtype, int64_t offset,
@@ -297,9 +298,9 @@ void check_index(c10::DeviceIndex index) {
   // The message is joined from strings: streaming a number into it (c10::str's ostream)
   // crashed in this module on the GPU machine's image (torch 2.11, whose libstdc++ parts
   // linked into torch's libraries differ from the compiler's own).
-  TORCH_CHECK(false, "gxu device index " + std::to_string(index) +
-                         " is invalid: The device index is out of range (torch.gxu.device_count() is " +
-                         std::to_string(device_count) + ", so the only gxu device is gxu:0)");
+  TORCH_CHECK(false, "gxu device index " + std::to_string(index) + " is invalid: The device "
+                     "index is out of range (torch.gxu.device_count() is " +
+                     std::to_string(device_count) + ", so the only gxu device is gxu:0)");
 }
 
 // -- kernels of the gxu device's hottest ops (the rest go through ops.py's Python fallback) --

@@ -155,16 +155,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              "install gxu's allocator, hooks, device guard and profiler stubs (once)");
   module.def("leave", &leave, "backing tensors of a tuple as gxu tensors over their memory");
   module.def("to_backing", &to_backing, "a value as the backing device sees it");
-  module.def("backing_arguments", &backing_arguments, "an eager op's arguments for its backing kernel");
+  module.def("backing_arguments", &backing_arguments,
+             "an eager op's arguments for its backing kernel");
   module.def("own", &own, "a backing tensor as a gxu tensor over its memory");
   module.def("alias", &alias, "a gxu tensor as a backing-device tensor over its memory");
   module.def("view", &storage_view, "a gxu tensor viewing a gxu storage");
   module.def("allocated", &allocated_bytes, "bytes gxu storages hold");
   module.def("peak", &peak_bytes, "the most bytes gxu storages held since the last reset");
-  module.def("reset_peak", [] { c10::getDeviceAllocator(c10::DeviceType::PrivateUse1)->resetPeakStats(0); });
+  module.def("reset_peak", [] {
+    c10::getDeviceAllocator(c10::DeviceType::PrivateUse1)->resetPeakStats(0);
+  });
   module.def("live", &live_blocks, "gxu storages alive");
   module.def("default_generator", [] {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator()));
+    PyObject* generator = THPGenerator_initDefaultGenerator(default_generator());
+    return py::reinterpret_steal<py::object>(generator);
   }, "the default gxu generator (torch.gxu.default_generators[0])");
   module.def("backing_generator", [](const at::Generator& generator) {
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,

@@ -168,7 +168,9 @@ class GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex index,
               const c10::EventFlag flag) const override {
     check_index(index);
-    if (targets_cuda()) return cuda_guard()->record(event, as_cuda(stream), cuda_index(index), flag);
+    if (targets_cuda()) {
+      return cuda_guard()->record(event, as_cuda(stream), cuda_index(index), flag);
+    }
     if (*event == nullptr) *event = new HostEvent{-1, flag == c10::EventFlag::BACKEND_DEFAULT};
     static_cast<HostEvent*>(*event)->recorded_ns = host_now_ns();
   }
@@ -187,7 +189,9 @@ class GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void destroyEvent(void* event, const c10::DeviceIndex index) const noexcept override {
     if (event == nullptr) return;
-    if (backing_known.load() && backing.is_cuda()) return cuda_guard()->destroyEvent(event, cuda_index(index));
+    if (backing_known.load() && backing.is_cuda()) {
+      return cuda_guard()->destroyEvent(event, cuda_index(index));
+    }
     delete static_cast<HostEvent*>(event);
   }
 
@@ -217,7 +221,8 @@ class GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 // it makes its backing generator at the first draw (or state query), seeded the same.
 class Generator final : public c10::GeneratorImpl {
  public:
-  Generator() : c10::GeneratorImpl(gxu::device, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  Generator()
+      : c10::GeneratorImpl(gxu::device, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
 
   at::Generator backing_generator() {
     std::lock_guard<std::mutex> lock(backing_mutex_);
