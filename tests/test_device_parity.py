@@ -314,3 +314,16 @@ def test_autoload_registers_gxu_with_torch_in_spawned_processes_when_asked(tmp_p
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                               timeout=600, env={**os.environ, "GXUSIM_AUTOLOAD": setting})
         assert done.stdout.split() == expected, done.stderr[-2000:]
+
+
+def test_compiling_under_a_gxu_device_context():
+    """Factories inside gxusim and Inductor (host views, coverage checks) say their device:
+    under `with torch.device("gxu")` an unplaced `torch.empty` would be a gxu tensor."""
+    torch._dynamo.reset()
+    with torch.device("gxu"):
+        x = torch.randn(1000)
+        model = torch.nn.Linear(8, 4)
+        got = torch.compile(lambda t: (t * 2).relu())(x)
+        out = torch.compile(model)(torch.randn(3, 8))
+    assert got.device.type == out.device.type == "gxu"
+    torch.testing.assert_close(got.cpu(), (x.cpu() * 2).relu())
