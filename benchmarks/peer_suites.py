@@ -1,25 +1,21 @@
-"""Run two peer test suites from a PyTorch source tree against gxu and classify each result.
+"""PyTorch's own test suites against gxu, each result classified (`--help` for the options).
 
-* openreg: PyTorch's `torch_openreg` Python tests, mechanically renamed for gxu (`openreg` ->
-  `gxu`, `import torch_openreg` -> `import gxusim`) in a temporary folder, each file run by
-  pytest in its own process; a test that hangs past `--timeout` or kills the process is
-  recorded as such and the rest of its file runs on.
-* inductor: a seeded sample of `CommonTemplate` tests from `test/inductor/test_torchinductor.py`,
-  each run alone in a worker process as `test_<name>_gxu` of the file's GPU class (the file is
-  loaded with `GPU_TYPE = "gxu"`); every failure is run again as `test_<name>_cpu` on stock
-  Inductor (gxusim not imported): passing there makes the failure gxu's, failing there too
-  makes it not gxu's.
+* openreg: torch_openreg's Python tests renamed for gxu (`openreg` -> `gxu`, `torch_openreg` ->
+  `gxusim`) in a temporary folder, each file under pytest in its own process; a test that runs
+  past `--timeout` or kills the process is recorded and the rest of its file runs on.
+* inductor: a seeded sample of test_torchinductor.py's `CommonTemplate` tests, each alone in a
+  worker process as `test_<name>_gxu` of the file's GPU class (the file loaded with
+  `GPU_TYPE = "gxu"`); each failure runs again as `test_<name>_cpu` on stock Inductor (gxusim not
+  imported): passing there makes it gxu's, failing there too makes it not gxu's.
 
-Outcomes: pass, wrong answer, crash, refusal, false alarm, timeout, other error, skipped.
-Writes `openreg.json` and `inductor.json` under `--out` and prints a summary per suite.
-
-Run: `python benchmarks/peer_suites.py --pytorch-src ~/pytorch [--suites openreg inductor]
-[--target emulator|cuda] [--inductor-sample 200] [--seed 0] [--timeout 300] [--out DIR]`.
+Outcomes: pass, wrong answer, crash, refusal, false alarm, timeout, other error, skipped; written
+to `openreg.json` / `inductor.json` under `--out`, with a summary table printed per suite.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import importlib.util
 import json
 import os
@@ -186,8 +182,7 @@ def run_openreg(src: Path, target: str, timeout: float, work: Path) -> list[dict
             cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", name,
                    *[a for n in done for a in ("--deselect", n)]]
             rc, out, timed_out = _run(cmd, {**_env(target), "PEER_LOG": str(log)}, 1e9, folder, too_long)
-            records = [r for r in map(json.loads, log.read_text().splitlines()) if "nodeid" in r]
-            for r in records:
+            for r in (r for r in map(json.loads, log.read_text().splitlines()) if "nodeid" in r):
                 done[r["nodeid"]] = {"suite": "openreg", "name": r["nodeid"], "outcome": r["outcome"], "error": r["error"]}
             started = running()[0]
             if started is None:
@@ -205,17 +200,14 @@ def run_openreg(src: Path, target: str, timeout: float, work: Path) -> list[dict
     return results
 
 
-def _absent(api: str) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{api} is not in this torch")
-    return call
+def _absent(api: str, *args: Any, **kwargs: Any) -> Any:
+    raise NotImplementedError(f"{api} is not in this torch")
 
 
 def _load_inductor(path: Path, device: str) -> Any:
     """test_torchinductor.py as a module, its GPU class built for gxu when `device` is gxu."""
     if device == "gxu":
         import gxusim  # noqa: F401
-        import functools
         from torch.testing._internal import inductor_utils
         for name, value in {"GPU_TYPE": "gxu", "HAS_GPU": True, "RUN_GPU": True, "HAS_GPU_AND_TRITON": True,
                             "requires_gpu": functools.partial(unittest.skipIf, False, "")}.items():
@@ -224,7 +216,7 @@ def _load_inductor(path: Path, device: str) -> Any:
     for name, api in SKIP_NEWER_API.items():  # the import must succeed; the test itself is skipped
         attr = api.rsplit(".", 1)[1]
         if not hasattr(compile_fx, attr):
-            setattr(compile_fx, attr, _absent(api))
+            setattr(compile_fx, attr, functools.partial(_absent, api))
     sys.path[:0] = [str(path.parent), str(path.parent.parent)]
     spec = importlib.util.spec_from_file_location("test_torchinductor", path)
     module = importlib.util.module_from_spec(spec)
@@ -303,8 +295,8 @@ def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float)
         record = {"suite": "inductor", "name": f"{name}_gxu", **r}
         if r["outcome"] not in ("pass", "skipped"):
             cpu = _inductor_call(path, "cpu", name, target, timeout)
-            record.update(cpu_outcome=cpu["outcome"], cpu_error=cpu["error"],
-                          owner="gxu" if cpu["outcome"] in ("pass", "skipped") else "not gxu")
+            owner = {"pass": "gxu", "skipped": "unknown (skipped on cpu)"}.get(cpu["outcome"], "not gxu")
+            record.update(cpu_outcome=cpu["outcome"], cpu_error=cpu["error"], owner=owner)
         results.append(record)
     return results
 
@@ -313,11 +305,12 @@ def summary(suite: str, results: list[dict[str, Any]]) -> str:
     """One row per outcome; for inductor, failures split by whose they are."""
     counts = collections.Counter(r["outcome"] for r in results)
     owners = collections.Counter((r["outcome"], r.get("owner")) for r in results)
-    rows = [f"{suite}: {len(results)} tests", f"  {'outcome':<14}{'tests':>6}" + ("  gxu's  not gxu's" if suite == "inductor" else "")]
-    for o in OUTCOMES:
-        if counts[o]:
-            extra = f"  {owners[o, 'gxu']:>5}  {owners[o, 'not gxu']:>9}" if suite == "inductor" and o not in ("pass", "skipped") else ""
-            rows.append(f"  {o:<14}{counts[o]:>6}{extra}")
+    split = suite == "inductor"
+    rows = [f"{suite}: {len(results)} tests", f"  {'outcome':<14}{'tests':>6}" + ("  gxu's  not gxu's  unknown" * split)]
+    for o in (o for o in OUTCOMES if counts[o]):
+        by = [owners[o, "gxu"], owners[o, "not gxu"], counts[o] - owners[o, "gxu"] - owners[o, "not gxu"]]
+        extra = "  {:>5}  {:>9}  {:>7}".format(*by) if split and o not in ("pass", "skipped") else ""
+        rows.append(f"  {o:<14}{counts[o]:>6}{extra}")
     return "\n".join(rows)
 
 
