@@ -181,7 +181,10 @@ def run_openreg(src: Path, target: str, timeout: float, work: Path) -> list[dict
                 return time.time() - t > (30 if ended else timeout)
             cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", name,
                    *[a for n in done for a in ("--deselect", n)]]
-            rc, out, timed_out = _run(cmd, {**_env(target), "PEER_LOG": str(log)}, 1e9, folder, too_long)
+            # openreg registers itself whenever torch is imported (its autoload): gxu does when
+            # asked, which spawned processes of a test need too
+            env = {**_env(target), "PEER_LOG": str(log), "GXUSIM_AUTOLOAD": "1"}
+            rc, out, timed_out = _run(cmd, env, 1e9, folder, too_long)
             for r in (r for r in map(json.loads, log.read_text().splitlines()) if "nodeid" in r):
                 done[r["nodeid"]] = {"suite": "openreg", "name": r["nodeid"], "outcome": r["outcome"], "error": r["error"]}
             started = running()[0]

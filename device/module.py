@@ -81,9 +81,9 @@ class device:
 def init() -> None:
     """Initialise gxu now rather than at its first use: fixes the execution target."""
     if _is_in_bad_fork():
-        raise RuntimeError("Cannot re-initialize gxu in forked subprocess. To use gxu with "
-                           "multiprocessing, you must use the 'spawn' start method (gxu runs "
-                           "on CUDA here, which a forked child cannot use)")
+        raise RuntimeError("Cannot re-initialize GXU in forked subprocess. To use GXU with "
+                           "multiprocessing, you must use the 'spawn' start method (gxu memory "
+                           "is CUDA memory here, which a forked child cannot use)")
     target.freeze()
 
 

@@ -259,3 +259,21 @@ def test_a_dropped_mask_under_a_larger_gxu_tile_is_out_of_bounds() -> None:
     assert emu.run_launch(reliability.dropped_mask, (2,), [x, out, n], constexprs={"XBLOCK": 4096},
                           compiler_generated=True).ok
     assert torch.equal(out, x * 2)
+
+
+def test_an_expression_written_again_is_one_value_and_computes_the_same() -> None:
+    from gxusim.emulator.builder import build_ir
+    from gxusim.emulator.ir import walk
+    ir = build_ir(reliability.repeated_subexpressions,
+                  {"out_ptr0": ("ptr", "fp32"), "xnumel": ("scalar", "int32"),
+                   "XBLOCK": ("const", 64)})
+    computed = [v for v in walk(ir.body) if getattr(v, "op", None) == "ew"]
+    templates = [(v.attrs["tmpl"], tuple(a.attrs["value"] if a.op == "const" else a.id
+                                         for a in v.args)) for v in computed]
+    assert len(templates) == len(set(templates))  # no operation on the same operands twice
+    out = torch.empty(1000)
+    emu.emulate(reliability.repeated_subexpressions, (4,), out, 1000, XBLOCK=64)
+    x = torch.arange(1000)
+    low = (x - 1).clamp(min=0)
+    high = torch.where(low <= x + 2, low, x + 2)
+    torch.testing.assert_close(out, (high + low).float())

@@ -1,6 +1,7 @@
 // The gxu device as torch's backend interfaces see it: the device guard (devices, streams,
 // events), the PrivateUse1 hooks (generators, pinned memory, storage resizing), the gxu
-// generator, and the profiler's device stubs. What torch.cuda does, on either target:
+// generator, the profiler's device stubs and the tensor metadata torch serialises. What
+// torch.cuda does, on either target:
 //
 // * cuda: gxu work is queued on CUDA streams, so a gxu stream is the CUDA stream of the
 //   same id, gxu events are CUDA events, pinned memory is CUDA's, and every call is CUDA's
@@ -21,6 +22,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
+#include <torch/csrc/jit/serialization/pickler_helper.h>
 #include <torch/csrc/profiler/stubs/base.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -378,6 +380,35 @@ class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   }
 };
 
+// -- tensor metadata ------------------------------------------------------------------------
+
+// Named flags a gxu tensor carries (`torch._utils.set_tensor_metadata`), the way a backend
+// keeps per-tensor state such as a storage format: they travel with `torch.save` and
+// `torch.load`, `_copy_backend_meta` and fake tensors.
+struct TensorFlags final : c10::BackendMeta {
+  std::unordered_map<std::string, bool> flags;
+
+  c10::intrusive_ptr<c10::BackendMeta> clone(
+      const c10::intrusive_ptr<c10::BackendMeta>&) const override {
+    auto copy = c10::make_intrusive<TensorFlags>();
+    copy->flags = flags;
+    return copy;
+  }
+};
+
+void read_flags(const at::Tensor& tensor, std::unordered_map<std::string, bool>& metadata) {
+  if (auto* meta = dynamic_cast<TensorFlags*>(tensor.unsafeGetTensorImpl()->get_backend_meta())) {
+    metadata.insert(meta->flags.begin(), meta->flags.end());
+  }
+}
+
+void write_flags(const at::Tensor& tensor, std::unordered_map<std::string, bool>& metadata) {
+  if (metadata.empty()) return;
+  auto meta = c10::make_intrusive<TensorFlags>();
+  meta->flags = metadata;
+  tensor.unsafeGetTensorImpl()->set_backend_meta(meta);
+}
+
 }  // namespace
 
 at::Generator backing_generator(const at::Generator& gxu) {
@@ -396,6 +427,8 @@ void register_runtime() {
     at::RegisterPrivateUse1HooksInterface(new Hooks());
     c10::impl::registerDeviceGuard(c10::DeviceType::PrivateUse1, new GuardImpl());
     torch::profiler::impl::registerPrivateUse1Methods(new ProfilerStubs());
+    torch::jit::GetBackendMetaSerialization()[static_cast<size_t>(
+        c10::DeviceType::PrivateUse1)] = std::make_pair(&read_flags, &write_flags);
   });
 }
 

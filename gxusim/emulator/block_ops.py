@@ -40,6 +40,11 @@ class BlockOps:
         self.func = func
         self.node: Optional[ast.AST] = None  # the statement being interpreted (for messages)
         self.stmts: list = []
+        # Elementwise values already built, by operation and operands, one table per region
+        # (`EmitInto`): an expression Inductor writes again (its indexing repeats whole
+        # subexpressions, 27 times in a pooling backward's loads) is one value, as Triton's
+        # CSE makes it, not a copy for the generated code to compute again.
+        self.numbered: list[dict] = [{}]
         self.sites: list[Site] = []
         self.stored: set = set()
         self.loaded: set = set()
@@ -82,10 +87,17 @@ class BlockOps:
         raise self.fail(f"value {x!r} of type {type(x).__name__} used as a tensor")
 
     def ew(self, template: str, args: list, out: str, cdts: list) -> Val:
+        key = (template, out, tuple(cdts), *(a.id if a.op != "const" else
+                                            (a.dtype, a.shape, a.attrs["value"]) for a in args))
+        for table in reversed(self.numbered):  # a region sees the values of those around it
+            if key in table:
+                return table[key]
         shape = broadcast_shapes(*(a.shape for a in args))
         deps = frozenset().union(*(a.deps for a in args))
-        return self.emit(Val("ew", shape, out, tuple(args), {"tmpl": template, "cdts": tuple(cdts)},
-                             deps))
+        value = self.emit(Val("ew", shape, out, tuple(args),
+                              {"tmpl": template, "cdts": tuple(cdts)}, deps))
+        self.numbered[-1][key] = value
+        return value
 
     def cast(self, x: Any, dtype: str) -> Val:
         v = self.as_val(x, dtype)
@@ -281,8 +293,10 @@ class EmitInto:
     def __enter__(self) -> list:
         self.saved = self.builder.stmts
         self.builder.stmts = self.stmts
+        self.builder.numbered.append({})
         return self.stmts
 
     def __exit__(self, *exc: object) -> None:
         self.builder.stmts = self.saved
+        self.builder.numbered.pop()
 

@@ -105,3 +105,16 @@ def dropped_mask(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
         x0 = xindex
         tmp0 = tl.load(in_ptr0 + (x0), xmask)
         tl.store(out_ptr0 + (x0), tmp0 * 2.0, xmask)
+
+
+@triton.jit
+def repeated_subexpressions(out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    # Inductor's indexing writes whole subexpressions again and again (a clamp as
+    # `a * (a >= b) + b * (b > a)`, nested): each is one value, as in Triton's own CSE
+    for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+        x0 = xtile * XBLOCK + tl.arange(0, XBLOCK)
+        xmask = x0 < xnumel
+        low = (0 * (0 >= (x0 - 1)) + (x0 - 1) * ((x0 - 1) > 0))
+        high = (low * (low <= (x0 + 2)) + (x0 + 2) * ((x0 + 2) < low))
+        again = (0 * (0 >= (x0 - 1)) + (x0 - 1) * ((x0 - 1) > 0))
+        tl.store(out_ptr0 + x0, (high + again) * 1.0, xmask)
