@@ -85,6 +85,19 @@ def test_a_storage_resized_keeps_what_fits():
     assert torch.empty(0, device="gxu").set_(storage, 0, (4,), (1,)).tolist() == [0, 1, 2, 3]
 
 
+def test_tensor_metadata_flags_travel_with_save_and_load():
+    tensor = torch.empty(3, 3, device="gxu")
+    assert torch._utils.get_tensor_metadata(tensor) == {}
+    torch._utils.set_tensor_metadata(tensor, {"format_number": True})
+    assert torch._utils.get_tensor_metadata(tensor) == {"format_number": True}
+    saved = io.BytesIO()
+    torch.save(tensor, saved)
+    saved.seek(0)
+    loaded = torch.load(saved)
+    assert loaded.device.type == "gxu"
+    assert torch._utils.get_tensor_metadata(loaded) == {"format_number": True}
+
+
 def test_shallow_copies_between_gxu_and_cpu():
     cpu, gxu = torch.randn(4, 4), torch.randn(4, 4, device="gxu")
     assert torch._has_compatible_shallow_copy_type(cpu, gxu)
