@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import functools
 import importlib.util
 import json
@@ -282,15 +283,17 @@ def _inductor_call(path: Path, device: str, test: str, target: str, timeout: flo
     return {"outcome": "other error", "error": (out.strip().splitlines() or [""])[-1][:300]}
 
 
-def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float) -> list[dict[str, Any]]:
-    """A seeded sample of CommonTemplate tests on gxu; failures run again on stock CPU Inductor."""
+def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float,
+                 jobs: int = 1) -> list[dict[str, Any]]:
+    """A seeded sample of CommonTemplate tests on gxu, `jobs` worker processes at a time;
+    failures run again on stock CPU Inductor."""
     path = _tree(src, INDUCTOR_FILE)
     listed = _inductor_call(path, "gxu", "", target, 1800)
     if "names" not in listed:
         raise SystemExit(f"could not list the gxu tests: {listed}")
     names = random.Random(seed).sample(sorted(listed["names"]), min(sample, len(listed["names"])))
-    results = []
-    for name in tqdm(names, desc="inductor", unit="test"):
+
+    def run(name: str) -> dict[str, Any]:
         if name in SKIP_NEWER_API:
             r = {"outcome": "skipped", "error": f"needs {SKIP_NEWER_API[name]}, absent from this torch"}
         else:
@@ -300,8 +303,9 @@ def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float)
             cpu = _inductor_call(path, "cpu", name, target, timeout)
             owner = {"pass": "gxu", "skipped": "unknown (skipped on cpu)"}.get(cpu["outcome"], "not gxu")
             record.update(cpu_outcome=cpu["outcome"], cpu_error=cpu["error"], owner=owner)
-        results.append(record)
-    return results
+        return record
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each test is its own process
+        return list(tqdm(pool.map(run, names), total=len(names), desc="inductor", unit="test"))
 
 
 def summary(suite: str, results: list[dict[str, Any]]) -> str:
@@ -327,6 +331,7 @@ def main() -> None:
     parser.add_argument("--inductor-sample", type=int, default=200, help="CommonTemplate tests sampled")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one test may run")
+    parser.add_argument("--jobs", type=int, default=1, help="Inductor tests run at a time")
     parser.add_argument("--out", type=Path, default=Path("peer_results"), help="folder for the JSON files")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -335,7 +340,8 @@ def main() -> None:
             if suite == "openreg":
                 results = run_openreg(args.pytorch_src, args.target, args.timeout, Path(work))
             else:
-                results = run_inductor(args.pytorch_src, args.target, args.inductor_sample, args.seed, args.timeout)
+                results = run_inductor(args.pytorch_src, args.target, args.inductor_sample,
+                                       args.seed, args.timeout, args.jobs)
             (args.out / f"{suite}.json").write_text(json.dumps(
                 {"suite": suite, "target": args.target, "seed": args.seed, "tests": results}, indent=1))
             print(summary(suite, results), flush=True)
