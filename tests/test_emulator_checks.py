@@ -212,7 +212,9 @@ def test_second_process_uses_the_disk_cache(tmp_path) -> None:
         "n = 999\n"
         "r = emu.emulate(planted.masked_chunked, (4,), torch.randn(n), torch.empty(n), n, XBLOCK=32)\n"
         "print(r.jit_s)\n" % os.path.dirname(__file__))
-    env = {**os.environ, "GXUSIM_CACHE_DIR": str(tmp_path)}
+    # numba keeps its machine code next to the module (a NUMBA_CACHE_DIR would move it)
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"},
+           "GXUSIM_CACHE_DIR": str(tmp_path)}
 
     def run_and_list_cache() -> dict[str, int]:
         subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)

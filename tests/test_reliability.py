@@ -18,8 +18,11 @@ TESTS = Path(__file__).resolve().parent
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """`code` in a new interpreter; numba's machine code next to the emulator's modules, as
+    without a NUMBA_CACHE_DIR."""
+    inherited = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, **env}, cwd=TESTS)
+                          text=True, timeout=600, env={**inherited, **env}, cwd=TESTS)
 
 
 @pytest.mark.parametrize("name,value,expected", [
