@@ -283,10 +283,14 @@ def _inductor_call(path: Path, device: str, test: str, target: str, timeout: flo
     return {"outcome": "other error", "error": (out.strip().splitlines() or [""])[-1][:300]}
 
 
+_progress_lock = threading.Lock()
+
+
 def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float,
-                 jobs: int = 1) -> list[dict[str, Any]]:
+                 jobs: int = 1, progress: Optional[Path] = None) -> list[dict[str, Any]]:
     """A seeded sample of CommonTemplate tests on gxu, `jobs` worker processes at a time;
-    failures run again on stock CPU Inductor."""
+    failures run again on stock CPU Inductor. Each result is also appended to `progress` (JSON
+    lines) as it comes, so a run stopped early keeps what it measured."""
     path = _tree(src, INDUCTOR_FILE)
     listed = _inductor_call(path, "gxu", "", target, 1800)
     if "names" not in listed:
@@ -303,6 +307,9 @@ def run_inductor(src: Path, target: str, sample: int, seed: int, timeout: float,
             cpu = _inductor_call(path, "cpu", name, target, timeout)
             owner = {"pass": "gxu", "skipped": "unknown (skipped on cpu)"}.get(cpu["outcome"], "not gxu")
             record.update(cpu_outcome=cpu["outcome"], cpu_error=cpu["error"], owner=owner)
+        if progress:
+            with _progress_lock, open(progress, "a") as log:
+                log.write(json.dumps(record) + "\n")
         return record
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each test is its own process
         return list(tqdm(pool.map(run, names), total=len(names), desc="inductor", unit="test"))
@@ -341,7 +348,8 @@ def main() -> None:
                 results = run_openreg(args.pytorch_src, args.target, args.timeout, Path(work))
             else:
                 results = run_inductor(args.pytorch_src, args.target, args.inductor_sample,
-                                       args.seed, args.timeout, args.jobs)
+                                       args.seed, args.timeout, args.jobs,
+                                       args.out / "inductor.progress.jsonl")
             (args.out / f"{suite}.json").write_text(json.dumps(
                 {"suite": suite, "target": args.target, "seed": args.seed, "tests": results}, indent=1))
             print(summary(suite, results), flush=True)
