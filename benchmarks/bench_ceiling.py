@@ -32,7 +32,9 @@ from triton.runtime.errors import OutOfResources
 import gxusim
 from gxusim import target as targets
 from gxusim.compiler import launcher
-from gxusim.compiler.plan import candidate_plans, plan_launch
+from gxusim.compiler.autotune import AutotuneHeuristics
+from gxusim.compiler.heuristics import GXUHeuristics
+from gxusim.compiler.plan import candidate_plans, plan_launch, ranked_plans
 from gxusim.compiler.policies import resolve_policy
 from gxusim.report import format_table
 
@@ -202,9 +204,188 @@ def measured(chosen: list[Case], ray: str | None) -> Iterator[tuple[Case, dict |
                                       desc="ceiling on ray", unit="case")
 
 
+# --- the corpus: every legal config of each kernel, timed once, kept whole -------------------
+
+class _Rules(GXUHeuristics):
+    """The gxu policy's rules alone (what it answers for a kernel without traits)."""
+    name = "rules"
+
+    def _by_model(self, kernel):
+        return None
+
+
+def _plan_row(plan, seconds: float | None, error: str = "") -> dict:
+    return {"meta": plan.meta, "num_warps": plan.num_warps, "num_stages": plan.num_stages,
+            "programs": plan.programs, "seconds": seconds, "predicted_s": plan.predicted_s,
+            **({"error": error} if error else {})}
+
+
+def _time_quickly(target, launch, args) -> float:
+    """A candidate's median kernel time, with less warm-up than a case's plans get: the
+    corpus times thousands of configs."""
+    import triton.testing
+    copies = launch.with_copies_of_written(args)
+    return triton.testing.do_bench(lambda: targets.launch_triton(launch, copies), warmup=2,
+                                   rep=8, return_mode="median") / 1e3
+
+
+def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
+    """One corpus kernel: every candidate config, and the seed's and gxu's plans, timed on
+    this GPU, each candidate's outputs checked against the gxu plan's."""
+    from gxusim import corpus
+    start = time.perf_counter()
+    target = targets.active()
+    kernel = corpus.load_kernel(entry)
+    args = corpus.make_arguments(entry, "cuda")
+    numels, dtype = kernel.numels(args), corpus._DTYPES[entry["dtype"]]
+    written = [i for i, name in enumerate(kernel.shape.runtime_args) if name in kernel.written]
+    moved = kernel.shape.argument_bytes(args)
+    policies = {name: plan_launch(kernel.shape, numels, dtype, policy, spec, bytes_moved=moved)
+                for name, policy in (("seed", resolve_policy("seed")),
+                                     ("gxu", resolve_policy("gxu")), ("rules", _Rules()))}
+    reference = kernel._target_launch(policies["gxu"]).with_copies_of_written(args)
+    target.execute(kernel._target_launch(policies["gxu"]), reference, spec)
+    plans = ranked_plans(kernel.shape, numels, spec, moved)
+    compile_start = time.perf_counter()
+    kernel.precompile_plans(plans + list(policies.values()), args)
+    compile_s = time.perf_counter() - compile_start
+    rows = []
+    for plan in plans:
+        launch = kernel._target_launch(plan)
+        copies = launch.with_copies_of_written(args)
+        try:
+            target.execute(launch, copies, spec)
+            for i in written:
+                close = 2e-2 if copies[i].dtype == torch.bfloat16 else 1e-3
+                torch.testing.assert_close(copies[i], reference[i], rtol=close, atol=close,
+                                           equal_nan=True)
+            rows.append(_plan_row(plan, _time_quickly(target, launch, args)))
+        except Exception as error:  # noqa: BLE001 - a config that fails is kept, named
+            rows.append(_plan_row(plan, None, f"{type(error).__name__}: {str(error)[:200]}"))
+    chosen = {name: _plan_row(plan, _time_quickly(target, kernel._target_launch(plan), args))
+              for name, plan in policies.items()}
+    return {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
+            "dtype": entry["dtype"], "kernel": entry["kernel"], "numels": numels,
+            "bytes": moved, "candidates": rows, **chosen,
+            "compile_s": compile_s, "search_s": time.perf_counter() - start,
+            "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+
+
+def _taking_turns(groups: list[list[dict]]) -> list[dict]:
+    """The groups' entries, one from each group in turn."""
+    queues, out = [iter(group) for group in groups], []
+    while queues:
+        for queue in list(queues):
+            item = next(queue, None)
+            if item is None:
+                queues.remove(queue)
+            else:
+                out.append(item)
+    return out
+
+
+def corpus_sample(entries: list[dict], part: str, count: int) -> list[dict]:
+    """Up to `count` entries of `part` ("all": the two parts in turn), the kinds taken in
+    turn so a short run covers each, in id order within a kind (the same sample on every
+    machine)."""
+    def by_kind(chosen: list[dict]) -> list[dict]:
+        groups: dict[str, list[dict]] = {}
+        for entry in sorted(chosen, key=lambda e: e["id"]):
+            groups.setdefault(entry["kind"], []).append(entry)
+        return _taking_turns([group for _, group in sorted(groups.items())])
+    parts = ("test", "fit") if part == "all" else (part,)
+    return _taking_turns([by_kind([e for e in entries if e["part"] == p]) for p in parts])[:count]
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def guided_search(row: dict, stop_ratio: float = AutotuneHeuristics.STOP_RATIO,
+                  min_timed: int = AutotuneHeuristics.MIN_TIMED) -> tuple[float, int]:
+    """(seconds of the config model-guided autotune keeps, configs it times) on a measured
+    corpus row: its candidates in the model's order, through `AutotuneHeuristics`' rule."""
+    ranked = sorted((c for c in row["candidates"] if c["seconds"]),
+                    key=lambda c: c["predicted_s"])
+    timed: list[float] = []
+    for candidate in ranked:
+        if len(timed) >= min_timed and candidate["predicted_s"] > stop_ratio * min(timed):
+            break
+        timed.append(candidate["seconds"])
+    return min(timed), len(timed)
+
+
+def corpus_table(rows: list[dict]) -> str:
+    """Per kernel kind: each policy's time against the capped ceiling (geometric mean and
+    worst kernel), how often gxu is at least as fast as seed, and what model-guided autotune
+    times."""
+    measured = [r for r in rows if r.get("candidates") and any(c["seconds"] for c in r["candidates"])]
+    groups: dict[str, list[dict]] = {}
+    for row in measured:
+        groups.setdefault(row["kind"], []).append(row)
+    lines = []
+    for kind, group in sorted(groups.items()) + [("all", measured)]:
+        ratios: dict[str, list[float]] = {"gxu": [], "seed": [], "rules": [], "guided": []}
+        timed, not_slower = [], 0
+        for row in group:
+            ceiling = min(c["seconds"] for c in row["candidates"] if c["seconds"])
+            guided_s, count = guided_search(row)
+            for name, seconds in (("gxu", row["gxu"]["seconds"]), ("seed", row["seed"]["seconds"]),
+                                  ("rules", row["rules"]["seconds"]), ("guided", guided_s)):
+                ratios[name].append(ceiling / seconds)
+            timed.append(count)
+            not_slower += row["gxu"]["seconds"] <= 1.05 * row["seed"]["seconds"]
+        worst = min(group, key=lambda r: min(c["seconds"] for c in r["candidates"] if c["seconds"])
+                    / r["gxu"]["seconds"])
+        lines.append((kind, len(group), *(f"{_geomean(ratios[n]):.3f} / {min(ratios[n]):.2f}"
+                                          for n in ("gxu", "seed", "rules", "guided")),
+                      f"{not_slower / len(group):.0%}", f"{sorted(timed)[len(timed) // 2]}",
+                      worst["kernel"][:40]))
+    return format_table(("kind", "kernels", "gxu/ceiling (geomean / worst)", "seed", "gxu rules",
+                         "guided autotune", "gxu >= seed (5%)", "guided timed (median)",
+                         "gxu's worst kernel"), lines)
+
+
+def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float) -> list[dict]:
+    from gxusim import corpus
+    spec = gxusim.current_spec()
+    rows, start = [], time.perf_counter()
+    for entry in corpus_sample(corpus.load(path), part, count):
+        if time.perf_counter() - start > budget_s:
+            print(f"time budget of {budget_s:.0f} s spent: {len(rows)} kernels measured")
+            break
+        try:
+            row = measure_corpus_entry(entry, spec)
+        except Exception as error:  # noqa: BLE001 - one kernel that cannot run leaves the rest
+            row = {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
+                   "error": f"{type(error).__name__}: {str(error)[:300]}"}
+        rows.append(row)
+        timed = [c["seconds"] for c in row.get("candidates", []) if c["seconds"]]
+        print(f"{entry['id']} {entry['kind']:<20} {entry['kernel'][:50]:<50} " +
+              (f"{len(timed)} configs in {row['search_s']:.0f} s; gxu/ceiling "
+               f"{min(timed) / row['gxu']['seconds']:.2f} seed/ceiling "
+               f"{min(timed) / row['seed']['seconds']:.2f}" if timed else row.get("error", "")[:120]),
+              flush=True)
+        if out:
+            with open(out, "w") as f:
+                json.dump(rows, f)
+    for part in ("test", "fit"):
+        chosen = [r for r in rows if r["part"] == part]
+        if chosen:
+            print(f"\n{part} part, {len(chosen)} kernels, spec {spec.name}:\n{corpus_table(chosen)}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 1G-element cases")
+    parser.add_argument("--corpus", metavar="KERNELS.jsonl",
+                        help="time every legal config of the corpus's kernels instead of the cases")
+    parser.add_argument("--part", default="test", choices=("test", "fit", "all"),
+                        help="the corpus part to measure (default: test)")
+    parser.add_argument("--count", type=int, default=1000, help="at most this many corpus kernels")
+    parser.add_argument("--budget", type=float, default=1e9, metavar="SECONDS",
+                        help="start no corpus kernel after this long")
     parser.add_argument("--cases", nargs="*", help="substrings of case names to run")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -213,6 +394,9 @@ def main() -> None:
     args = parser.parse_args()
     if gxusim.current_target() != "cuda":
         raise SystemExit("bench_ceiling times kernels on a GPU: it needs the cuda target")
+    if args.corpus:
+        measure_corpus(args.corpus, args.part, args.count, args.json, args.budget)
+        return
     chosen = [c for c in cases(args.quick) if not args.cases or any(s in c.name for s in args.cases)]
     rows = []
     for case, row in measured(chosen, args.ray):

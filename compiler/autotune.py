@@ -1,11 +1,14 @@
-"""Autotune: a policy that plans by timing every legal config on the target, cached on disk.
+"""Autotune: a policy that plans by timing legal configs on the target, cached on disk.
 
-`gxusim.use_heuristics("autotune")` selects it. It is a planning strategy like any policy:
-the planner hands it the candidate plans (`plan.candidate_plans`, the space the capped
-ceiling is searched over too) and a way to time one plan, which the active target provides
-(only targets that can time kernels do: `cuda`). The fastest plan is stored in the
-"autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes, dtype and spec;
-a corrupted file is ignored and rewritten.
+`gxusim.use_heuristics("autotune")` selects it, and so does `torch.compile(mode=
+"max-autotune")` on gxu. It is a planning strategy like any policy: the planner hands it the
+candidate plans (`plan.candidate_plans`, the space the capped ceiling is searched over too)
+ranked by the performance model, fastest predicted first, and a way to time one plan, which
+the active target provides (only targets that can time kernels do: `cuda`). It times them in
+that order and stops once the next is predicted `STOP_RATIO` times slower than the fastest
+measured so far: the model would have to be that far off for it to win. The fastest plan is
+stored in the "autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes,
+dtype and spec; a corrupted file is ignored and rewritten.
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ class AutotuneHeuristics(GXUHeuristics):
     """Times the candidates; falls back on nothing (without a timer it says what it needs)."""
 
     name = "autotune"
+    MIN_TIMED = 3  # the model's first picks timed whatever it predicts of the rest
+    STOP_RATIO = 1.5
 
     def search(self, candidates: Callable[[], Sequence[LaunchPlan]],
                time_plan: Optional[Callable[[LaunchPlan], float]], key: str
@@ -38,9 +43,24 @@ class AutotuneHeuristics(GXUHeuristics):
             raise RuntimeError("gxusim autotune times kernels and needs a target that can "
                                "(cuda); on the emulator use a policy ('gxu', 'seed') or the "
                                "performance model")
-        timed = [(time_plan(plan), plan) for plan in candidates()]
+        ranked = list(candidates())
+        timed = self.time_ranked(ranked, time_plan)
         seconds, best = min(timed, key=lambda item: item[0])
         cache.write_json(path, {"key": key, "plan": best.as_dict(), "seconds": seconds,
                                 "timed": len(timed)})
         return dataclasses.replace(best, rules={
-            "all": f"autotune: fastest of {len(timed)} configs ({seconds * 1e6:.1f} us)"})
+            "all": f"autotune: fastest of {len(timed)} of {len(ranked)} configs timed in the "
+                   f"model's order ({seconds * 1e6:.1f} us)"})
+
+    def time_ranked(self, ranked: Sequence[LaunchPlan], time_plan: Callable[[LaunchPlan], float]
+                    ) -> list[tuple[float, LaunchPlan]]:
+        """(seconds, plan) of the plans timed, in `ranked`'s order, until the next one's
+        predicted time is STOP_RATIO times the best measured (plans without a prediction
+        are all timed)."""
+        timed: list[tuple[float, LaunchPlan]] = []
+        for plan in ranked:
+            if len(timed) >= self.MIN_TIMED and plan.predicted_s is not None and \
+                    plan.predicted_s > self.STOP_RATIO * min(s for s, _ in timed):
+                break
+            timed.append((time_plan(plan), plan))
+        return timed

@@ -1,12 +1,17 @@
 """Launch-parameter heuristics as pluggable policies, and the spec clamp every choice passes.
 
 A policy answers the seed's four questions (`select_xblock`, `select_num_warps`,
-`get_grid`, `select_reduction`) plus `select_tile_2d` for 2D tilings. Policies shipped:
+`get_grid`, `select_reduction`) plus `select_tile_2d` for 2D tilings. A policy that wants
+to see the kernel answers instead one question per kernel kind (`choose_pointwise`,
+`choose_tile_2d`, `choose_reduction`), which receives a `KernelQuestion`: the kernel's
+traits (`gxusim.traits`), its sizes, the legal configs and the performance model's time
+for any of them; answering None falls back to the four questions. Policies shipped:
 
 * `"seed"`: the seed's GXU formulas (chapter 10, section 8), reproduced faithfully,
   including its hard-coded 32-program grid and [128, 1024] XBLOCK clamp.
-* `"gxu"` (default): spec-driven and sized from the H200's capped ceiling (see the class),
-  so tiles are large and warps scale with them.
+* `"gxu"` (default): for a kernel with traits, the legal config the performance model
+  predicts fastest among those whose registers fit a thread; without traits (a
+  hand-written kernel), spec-driven rules sized from the H200's capped ceiling.
 
 Policies only answer questions; `plan.py` turns the answers into a launch plan and passes
 each through the spec clamp. A policy that chooses by measuring (autotune, `autotune.py`)
@@ -21,6 +26,7 @@ from typing import Callable, Optional, Sequence, TypeVar
 import torch
 
 from gxusim.spec import HardwareSpec, current_spec
+from gxusim.traits import KernelTraits
 
 
 def next_power_of_2(n: int) -> int:
@@ -37,6 +43,30 @@ class ReductionConfig:
     rblock: int  # reduction chunk (ignored by persistent reductions, whose RBLOCK is static)
     num_warps: int
     num_stages: int = 1  # chunks in flight in a looped reduction's chunk loop (1: one at a time)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """A policy's answer for one kernel: its block sizes (those the kernel takes as
+    parameters: XBLOCK, YBLOCK, R0_BLOCK), warps, and chunk-loop pipelining depth (None:
+    Triton's default; only kernels with pipelined chunk loops take one)."""
+    blocks: dict[str, int]
+    num_warps: int
+    num_stages: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelQuestion:
+    """What a per-kind question receives: the kernel as code generation described it."""
+    name: str
+    kind: str  # pointwise, pointwise_2d, persistent_reduction, looped_reduction,
+    #            column_reduction, gather_reduction, scan
+    traits: Optional[KernelTraits]  # None for a hand-written kernel
+    numels: dict[str, int]
+    dtype: torch.dtype
+    spec: HardwareSpec
+    candidates: Callable[[], Sequence[LaunchConfig]]  # every legal config (autotune's space)
+    predict: Callable[[LaunchConfig], float]  # the performance model's seconds for one
 
 
 Plan = TypeVar("Plan")
@@ -60,6 +90,20 @@ class Heuristics:
     def __init__(self, spec: HardwareSpec | None = None) -> None:
         self.spec = spec
 
+    # -- questions that see the kernel: None falls back to the seed's questions below ----
+    def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        """A 1D pointwise kernel's config."""
+        return None
+
+    def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        """A pointwise kernel tiled in x and y (a transpose)."""
+        return None
+
+    def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        """A reduction or scan (`kernel.kind` says which)."""
+        return None
+
+    # -- the seed's questions -------------------------------------------------------------
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         raise NotImplementedError
 
@@ -200,8 +244,42 @@ class GXUHeuristics(Heuristics):
     GATHER_CHUNK = 64
     GATHER_WARPS = 4
 
+    # Registers a thread may hold before ptxas spills (sm_90's limit per thread), and what
+    # a tile loop's indexing, masks and loop state take besides the elements' values.
+    REGISTERS_PER_THREAD = 255
+    REGISTERS_FOR_INDEXING = 24
+
     def _spec(self) -> HardwareSpec:
         return self.spec or current_spec()
+
+    def registers_per_thread(self, traits: KernelTraits, config: LaunchConfig,
+                             spec: HardwareSpec) -> int:
+        """An estimate of one thread's registers at `config`: each element it holds keeps
+        the kernel's live values (`KernelTraits.registers_per_element`)."""
+        elements = math.prod(config.blocks.values())
+        per_thread = max(1, elements // (config.num_warps * spec.warp_size))
+        return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread
+
+    def _by_model(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        """The config the performance model predicts fastest, among those whose registers
+        fit a thread (all, where none does); the rules for a kernel without traits."""
+        if kernel.traits is None:
+            return None
+        configs = list(kernel.candidates())
+        if not configs:
+            return None
+        fitting = [c for c in configs if self.registers_per_thread(kernel.traits, c, kernel.spec)
+                   <= self.REGISTERS_PER_THREAD] or configs
+        return min(fitting, key=kernel.predict)
+
+    def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        return self._by_model(kernel)
+
+    def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        return self._by_model(kernel)
+
+    def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        return self._by_model(kernel)
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:

@@ -19,7 +19,9 @@ and reduction code and changes four things:
 * the kernel module imports `gxusim.compiler.launcher` as its `triton_heuristics`, so
   launches go through GXU heuristics and spec checks instead of Inductor's autotuner;
 * the largest block Inductor assumes when it drops masks is the plan's limit
-  (`MAX_BLOCK_ELEMENTS`), not its own 4096: gxu tiles are larger.
+  (`MAX_BLOCK_ELEMENTS`), not its own 4096: gxu tiles are larger;
+* each load, store, reduction and scan Inductor emits is recorded as the kernel's
+  `gxusim.traits.KernelTraits`, which travel in its `inductor_meta` as `gxu_traits`.
 
 Kernel kinds that address programs themselves (cooperative and mix-order reductions,
 split scans, combo kernels) are refused with a clear error rather than launched uncapped.
@@ -36,7 +38,12 @@ from torch._inductor.codegen.common import BackendFeature, IndentedBuffer
 from torch.utils._ordered_set import OrderedSet
 from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
 
+from torch._inductor.utils import Placeholder
+from torch._inductor.virtualized import V
+
 from gxusim import target
+from gxusim.kernel_work import kernel_work, live_values
+from gxusim.traits import Access, KernelTraits, dtype_name
 
 from .plan import MAX_BLOCK_ELEMENTS, PIPELINE_PARAM
 
@@ -67,6 +74,57 @@ def pipelined_chunk_loops(code: str) -> str:
 
 
 class GXUTritonKernel(TritonKernel):
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # What the kernel does, as Inductor emits it: each (buffer, index) once.
+        self._loads: dict[tuple[str, str], Access] = {}
+        self._stores: dict[tuple[str, str], Access] = {}
+        self._reductions: list[str] = []
+        self._scans = 0
+
+    def _access(self, buffer: str, name: str, index) -> Access:
+        dtype = V.graph.get_dtype(name)
+        strides = self.get_strides_of_load(index)
+        return Access(buffer, dtype_name(dtype), dtype.itemsize,
+                      contiguous=any(stride == 1 for stride in strides.values()),
+                      broadcast=bool(self.is_broadcasted(index)),
+                      indirect=bool(self.is_indirect_indexing(index)),
+                      along_reduction=any(str(s).startswith("r") for s in index.free_symbols))
+
+    def load(self, name: str, index):
+        value = super().load(name, index)
+        self._loads.setdefault((name, str(index)), self._access(self.args.input(name), name, index))
+        return value
+
+    def store(self, name: str, index, *args, **kwargs):
+        self._stores.setdefault((name, str(index)),
+                                self._access(self.args.output(name), name, index))
+        return super().store(name, index, *args, **kwargs)
+
+    def store_reduction(self, name: str, index, value):
+        self._stores.setdefault((name, str(index)),
+                                self._access(self.args.output(name), name, index))
+        return super().store_reduction(name, index, value)
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        self._reductions.append(str(reduction_type))
+        return super().reduction(dtype, src_dtype, reduction_type, value)
+
+    def scan(self, *args, **kwargs):
+        self._scans += 1
+        return super().scan(*args, **kwargs)
+
+    def traits(self, code: str) -> KernelTraits:
+        """The kernel's traits: the accesses, reductions and scans recorded while Inductor
+        wrote it, and the finished `code`'s counts per element."""
+        for placeholder in (Placeholder.KERNEL_NAME, Placeholder.DESCRIPTIVE_NAME):
+            code = code.replace(str(placeholder), "kernel")  # not yet named: valid Python
+        work = kernel_work(code)
+        return KernelTraits(tuple(self._loads.values()), tuple(self._stores.values()),
+                            tuple(self._reductions), self._scans,
+                            code.count("for r0_offset in tl.range(0, r0_numel, R0_BLOCK"),
+                            work.flops, work.transcendentals, live_values(code))
 
     @classmethod
     def gen_common_triton_imports(cls) -> str:
@@ -197,10 +255,12 @@ class GXUScheduling(TritonScheduling):
 
     def define_kernel(self, src_code: str, node_schedule, kernel) -> str:
         # The aten ops fused into this kernel travel in its inductor_meta, so the launcher
-        # can log the fusion decision ("[Fusion] kernel <- aten.add + aten.relu") at run time.
+        # can log the fusion decision ("[Fusion] kernel <- aten.add + aten.relu") at run time,
+        # and so do its traits, for the policies that plan its launches.
         operators = fused_aten_operators(node_schedule)
+        traits = kernel.traits(src_code).as_dict() if isinstance(kernel, GXUTritonKernel) else {}
         src_code = src_code.replace("inductor_meta={", f"inductor_meta={{'original_aten': "
-                                    f"{operators!r}, ", 1)
+                                    f"{operators!r}, 'gxu_traits': {traits!r}, ", 1)
         return super().define_kernel(src_code, node_schedule, kernel)
 
 

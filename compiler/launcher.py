@@ -26,6 +26,7 @@ import contextvars
 import dataclasses
 import importlib.util
 import logging
+import os
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -38,8 +39,10 @@ from gxusim.device import to_backing
 from gxusim.findings import check_launch
 from gxusim.kernel_args import is_output
 from gxusim.spec import HardwareSpec, current_spec
+from gxusim.traits import KernelTraits
 
-from .heuristics import Heuristics
+from .autotune import AutotuneHeuristics
+from .heuristics import GXUHeuristics, Heuristics
 from .plan import LaunchPlan, kernel_shape, plan_launch, sized_key
 from .policies import current_heuristics
 
@@ -67,7 +70,8 @@ _captured: list[list[CapturedLaunch]] = []  # open `capture` blocks, innermost l
 @contextlib.contextmanager
 def capture() -> Iterator[list[CapturedLaunch]]:
     """Collect every gxu kernel launch made inside the block, with its arguments, so tools
-    (the ceiling search, the model checks) can launch the same kernel again."""
+    (the ceiling search, the model checks) can launch the same kernel again; inside
+    `predict_only()` the arguments are the fake tensors it was planned for."""
     launches: list[CapturedLaunch] = []
     _captured.append(launches)
     try:
@@ -110,6 +114,18 @@ def reinterpret_tensor(tensor: torch.Tensor, size: Sequence[int], stride: Sequen
     return _reinterpret_fast(tensor, size, stride, offset)
 
 
+_AUTOTUNE = AutotuneHeuristics()
+
+
+def max_autotune_policy(policy: Heuristics) -> Heuristics:
+    """The policy a kernel compiled with mode="max-autotune" is planned by: autotune, in
+    place of the default `gxu` policy, where the target can time kernels (as Inductor
+    autotunes on CUDA); a policy the user chose, and targets that cannot time, keep theirs."""
+    if type(policy) is GXUHeuristics and targets.active().can_time and not _predicting.get():
+        return _AUTOTUNE
+    return policy
+
+
 class GXUKernel:
     """A generated gxu kernel: the `@triton.jit` function plus how to launch it under GXU limits."""
 
@@ -121,13 +137,18 @@ class GXUKernel:
         self.inductor_meta = inductor_meta
         self.filename = filename
         self.name = fn.__name__
-        self.shape = kernel_shape(fn, self.name)
+        self.shape = dataclasses.replace(
+            kernel_shape(fn, self.name),
+            traits=KernelTraits.from_dict(inductor_meta.get("gxu_traits")))
         self.written = frozenset(inductor_meta.get("mutated_arg_names", ())) | {
             name for name in self.shape.runtime_args if is_output(name)}
         self._prepared: dict[tuple, _Prepared] = {}
         self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
         self.fusion = tuple(inductor_meta.get("original_aten", ()))
+        # torch.compile(mode="max-autotune") marks its kernels so: they are autotuned.
+        self.max_autotune = bool(inductor_meta.get("max_autotune")
+                                 or inductor_meta.get("max_autotune_pointwise"))
         if launch_records.log.isEnabledFor(logging.INFO):
             launch_records.log.info(launch_records.fusion_line(self.name, self.fusion))
 
@@ -173,7 +194,8 @@ class GXUKernel:
 
         return plan_launch(self.shape, numels, dtype, policy, spec,
                            time_plan if target.can_time and not _predicting.get() else None,
-                           sized_key(self.shape.source, numels, dtype, spec))
+                           sized_key(self.shape.source, numels, dtype, spec),
+                           self.shape.argument_bytes(args))
 
     def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
         """Compile the kernel for each plan in parallel threads, before tools time them one
@@ -183,7 +205,7 @@ class GXUKernel:
         def warm(plan: LaunchPlan) -> None:
             launch = self._target_launch(plan)
             launch.fn.warmup(*args, grid=launch.grid, **launch.options())
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(min(32, os.cpu_count() or 8)) as pool:
             list(pool.map(warm, plans))
 
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:
@@ -202,18 +224,22 @@ class GXUKernel:
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
                          perf_model.predict_seconds(static_facts, spec), self.fusion,
-                         self.shape.source)
+                         self.shape.source, self.shape.traits)
 
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
             raise TypeError(f"{self.name}: unexpected launch keywords {sorted(kwargs)}")
         spec, policy = current_spec(), current_heuristics()
+        if self.max_autotune:
+            policy = max_autotune_policy(policy)
         # Keyed by identity: hashing a spec on every launch costs more than the lookup.
         key = (tuple([args[position] for position in self._numel_positions]), id(policy), id(spec))
         prepared = self._prepared.get(key)
         if prepared is None or prepared.policy is not policy or prepared.spec is not spec:
             prepared = self._prepared[key] = self._prepare(args, policy, spec)
         if _predicting.get():
+            if _captured:  # fake arguments: what a corpus keeps of a launch (no data)
+                _captured[-1].append(CapturedLaunch(self, prepared.plan, args))
             launch_records.record_lazily(prepared.record, "predict", PREDICTED)
             return
         target = targets.active()
@@ -243,6 +269,7 @@ class _Prepared:
     predicted_s: float  # ... and what the model makes of them
     fusion: tuple[str, ...]
     source: str  # the kernel's (launch records carry it)
+    traits: Optional[KernelTraits]  # ... and what code generation recorded of it
     # The plan's facts with what a compiled binary told (its spills, the programs its
     # registers and shared memory let reside on an SM), their prediction and the binary's
     # occupancy line: made once, so warm launches share them as they share the plan's.
@@ -295,7 +322,8 @@ class _Prepared:
             meta=dict(self.meta), target=target, policy=self.policy.name,
             findings=list(outcome.findings), predicted_s=predicted_s,
             measured_s=outcome.measured_s, rules=plan.rules, fusion=self.fusion, facts=facts,
-            occupancy_limiter=limiter, occupancy=occupancy, source=self.source)
+            occupancy_limiter=limiter, occupancy=occupancy, source=self.source,
+            traits=self.traits)
 
 
 class RecordedExternKernels:

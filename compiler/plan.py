@@ -23,13 +23,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from gxusim import launch_facts, residency
+from gxusim import launch_facts, perf_model, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
                                 static_blocks)
 from gxusim.spec import HardwareSpec
+from gxusim.traits import KernelTraits
 
-from .heuristics import Heuristics, cdiv
+from .heuristics import Heuristics, KernelQuestion, LaunchConfig, cdiv
 
 # Names the Inductor kernel signature uses for block constexprs (sizes: NUMEL_ARGS).
 BLOCK_PARAMS = {"x": "XBLOCK", "y": "YBLOCK", "r0": "R0_BLOCK"}
@@ -50,6 +51,7 @@ class KernelShape:
     work: KernelWork = KernelWork()  # operations per element, counted from the source
     pipelined: bool = False  # its chunk loops take their pipelining depth (PIPELINE_PARAM)
     chunk_loops: int = 0  # a looped reduction's passes over its rows (a sum 1, softmax 3)
+    traits: Optional[KernelTraits] = None  # recorded by code generation (None: hand-written)
 
     @property
     def numel_args(self) -> tuple[tuple[str, int], ...]:
@@ -114,6 +116,20 @@ def kernel_shape_from_source(source: str, name: str) -> KernelShape:
                        PIPELINE_PARAM in constexpr, chunk_loops)
 
 
+def kernel_kind(shape: KernelShape) -> str:
+    """The kernel's kind: pointwise, pointwise_2d, scan, column_reduction,
+    gather_reduction, persistent_reduction or looped_reduction."""
+    if shape.work.scans:
+        return "scan"
+    if shape.is_reduction:
+        if shape.column_reduction:
+            return "column_reduction"
+        if shape.gathers:
+            return "gather_reduction"
+        return "looped_reduction" if "R0_BLOCK" in shape.block_params else "persistent_reduction"
+    return "pointwise_2d" if shape.is_2d else "pointwise"
+
+
 def reduction_question(shape: KernelShape) -> str:
     """The policy question a reduction kernel's blocks come from: column reductions (loads
     contiguous across rows), gathers reduced in one chunk loop (an embedding bag), other
@@ -142,6 +158,7 @@ class LaunchPlan:
     # Software-pipelining depth of the chunk loops (chunks in flight: 1 none, N: N - 1 ahead);
     # None: Triton's default, which pipelines nothing in these kernels.
     num_stages: Optional[int] = None
+    predicted_s: Optional[float] = None  # the performance model's time, where a search ranked it
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -322,9 +339,71 @@ def _tiles(shape: KernelShape, numels: dict[str, int], blocks: dict[str, int]) -
     return max(1, tiles)
 
 
+def config_plan(shape: KernelShape, numels: dict[str, int], config: LaunchConfig,
+                spec: HardwareSpec) -> LaunchPlan:
+    """The plan of a config with one program per tile up to the spec's cap."""
+    tiles = _tiles(shape, numels, {**config.blocks, **shape.static_blocks})
+    return LaunchPlan(dict(config.blocks), config.num_warps, min(tiles, spec.max_grid), tiles,
+                      {"all": "candidate config"}, config.num_stages)
+
+
+def predicted_seconds(shape: KernelShape, numels: dict[str, int], plan: LaunchPlan,
+                      bytes_moved: float, spec: HardwareSpec) -> float:
+    """The performance model's time for a plan, from the plan's facts alone."""
+    return perf_model.predict_seconds(plan.facts(shape, numels, bytes_moved, spec), spec)
+
+
+def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
+                    spec: HardwareSpec, bytes_moved: float) -> KernelQuestion:
+    """What a policy's per-kind question receives about this kernel at these sizes."""
+    def candidates() -> list[LaunchConfig]:
+        return [LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
+                for plan in candidate_plans(shape, numels, spec)]
+
+    def predict(config: LaunchConfig) -> float:
+        return predicted_seconds(shape, numels, config_plan(shape, numels, config, spec),
+                                 bytes_moved, spec)
+    return KernelQuestion(shape.name, kernel_kind(shape), shape.traits, dict(numels), dtype,
+                          spec, candidates, predict)
+
+
+def _chosen_plan(shape: KernelShape, numels: dict[str, int], policy: Heuristics,
+                 method: str, config: object, spec: HardwareSpec) -> LaunchPlan:
+    """A per-kind answer, through the same spec clamp as the seed's questions."""
+    if not isinstance(config, LaunchConfig):
+        raise PolicyError(f"policy {policy.name!r}: {method} returned {config!r}; expected a "
+                          f"gxusim.compiler.heuristics.LaunchConfig or None")
+    if set(config.blocks) != set(shape.block_params):
+        raise PolicyError(f"policy {policy.name!r}: {method} gave blocks {sorted(config.blocks)}; "
+                          f"kernel {shape.name} takes {sorted(shape.block_params)}")
+    meta = {name: resolve_block(policy, f"{method} ({name})", value)
+            for name, value in config.blocks.items()}
+    rules = {name: f"{policy.name}.{method}" for name in meta}
+    num_warps, rules["num_warps"] = resolve_num_warps(policy, config.num_warps, spec)
+    num_stages = None
+    if shape.is_reduction and shape.pipelined:
+        fitting = deepest_fitting_stages(chunk_load_bytes(shape, meta), meta, num_warps, spec)
+        num_stages, rules["num_stages"] = resolve_num_stages(policy, method,
+                                                             config.num_stages or 1, fitting, spec)
+    blocks = {**meta, **shape.static_blocks}
+    if not launch_facts.pipelined(num_stages or 1, _chunks(numels, blocks)) and \
+            unpipelined_overflow(shape, blocks, num_warps, spec):
+        raise PolicyError(f"policy {policy.name!r}: {method} chose {meta} on {num_warps} warps, "
+                          f"whose gathered indices do not fit in shared memory unpipelined")
+    n_tiles = _tiles(shape, numels, blocks)
+    programs, rules["grid"] = resolve_grid(policy, _policy_call(policy, "get_grid", n_tiles, 1),
+                                           n_tiles, spec)
+    return LaunchPlan(meta, num_warps, programs, n_tiles, rules, num_stages)
+
+
+KIND_QUESTIONS = {"pointwise": "choose_pointwise", "pointwise_2d": "choose_tile_2d"}
+
+
 def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
-              policy: Heuristics, spec: HardwareSpec) -> LaunchPlan:
-    """The policy's four answers, clamped by the spec."""
+              policy: Heuristics, spec: HardwareSpec, bytes_moved: float = 0.0) -> LaunchPlan:
+    """The policy's answer for this kind of kernel (`choose_*`), or its four answers,
+    clamped by the spec. `bytes_moved` (the arguments' bytes) is what the performance model
+    the per-kind question offers takes as moved."""
     xnumel = numels.get("xnumel", 1)
     rules: dict[str, str] = {}
     meta: dict[str, int] = {}
@@ -333,6 +412,11 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
         raise NotImplementedError(
             f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
             f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
+    question = kernel_question(shape, numels, dtype, spec, bytes_moved)
+    method = KIND_QUESTIONS.get(question.kind, "choose_reduction")
+    config = _policy_call(policy, method, question)
+    if config is not None:
+        return _chosen_plan(shape, numels, policy, method, config, spec)
     if shape.is_reduction:
         question = reduction_question(shape)
         choice = _policy_call(policy, question, xnumel, numels["r0_numel"], dtype)
@@ -461,14 +545,24 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
 TimePlan = Callable[[LaunchPlan], float]
 
 
+def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
+                 bytes_moved: float) -> list[LaunchPlan]:
+    """`candidate_plans`, each with its predicted time, fastest predicted first."""
+    plans = [dataclasses.replace(plan, predicted_s=predicted_seconds(shape, numels, plan,
+                                                                     bytes_moved, spec))
+             for plan in candidate_plans(shape, numels, spec)]
+    return sorted(plans, key=lambda plan: plan.predicted_s)
+
+
 def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
                 policy: Heuristics, spec: HardwareSpec, time_plan: Optional[TimePlan] = None,
-                key: str = "") -> LaunchPlan:
-    """The launch plan for one kernel call: found by the policy's `search` (if it measures),
-    else from its answers; within the spec either way."""
-    found = policy.search(lambda: candidate_plans(shape, numels, spec), time_plan, key)
+                key: str = "", bytes_moved: float = 0.0) -> LaunchPlan:
+    """The launch plan for one kernel call: found by the policy's `search` (if it measures:
+    it gets the legal plans ranked by the performance model, fastest predicted first), else
+    from its answers; within the spec either way."""
+    found = policy.search(lambda: ranked_plans(shape, numels, spec, bytes_moved), time_plan, key)
     if found is None:
-        return rule_plan(shape, numels, dtype, policy, spec)
+        return rule_plan(shape, numels, dtype, policy, spec, bytes_moved)
     if not isinstance(found, LaunchPlan) or found.programs > spec.max_grid or \
             found.num_warps > spec.max_num_warps:
         raise PolicyError(f"policy {policy.name!r}: search returned {found!r}, which is not a "

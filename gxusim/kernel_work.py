@@ -157,6 +157,30 @@ def kernel_work(source: str) -> KernelWork:
     return KernelWork(**totals)
 
 
+def live_values(source: str) -> int:
+    """The most `tmpN` values alive at once along the kernel's statements, in source order:
+    each is alive from its assignment to its last use (what a thread keeps in registers per
+    element of its tile, before the compiler's own scheduling)."""
+    statements = [node for node in ast.walk(python_ast.parse(textwrap.dedent(source)))
+                  if isinstance(node, ast.stmt) and not isinstance(
+                      node, (ast.FunctionDef, ast.For, ast.While, ast.If, ast.With))]
+    statements.sort(key=lambda node: (node.lineno, node.col_offset))
+    born: dict[str, int] = {}
+    last_use: dict[str, int] = {}
+    for position, node in enumerate(statements):
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name) and name.id.startswith("tmp"):
+                if isinstance(name.ctx, ast.Store):
+                    born.setdefault(name.id, position)
+                else:
+                    last_use[name.id] = position
+    alive = [0] * (len(statements) + 1)
+    for name, start in born.items():
+        for position in range(start, last_use.get(name, start) + 1):
+            alive[position] += 1
+    return max(alive)
+
+
 # --- phases: what the performance model times ------------------------------------------------
 
 # A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim

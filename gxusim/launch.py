@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from . import environment
 from .findings import Finding
 from .launch_facts import LaunchFacts
+from .traits import KernelTraits
 
 log = logging.getLogger("gxusim.decisions")
 
@@ -47,6 +48,7 @@ class Launch:
     # The kernel's source as this process's Inductor wrote it (versions write different
     # ones): stored with measurements, the model's facts can be recomputed from it anywhere.
     source: str = ""
+    traits: Optional[KernelTraits] = None  # what the kernel does (`gxusim.traits`)
 
     def fusion_line(self) -> str:
         """The fusion decision in the seed's style: which aten ops became this kernel."""

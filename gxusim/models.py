@@ -191,6 +191,34 @@ SUITE: tuple[Case, ...] = (
 CASES = {case.name: case for case in SUITE}
 
 
+_torchvision_ops: "torch.library.Library | None" = None  # kept alive: see import_torchvision
+
+
+def import_torchvision():
+    """torchvision, or None when it is not installed.
+
+    PyPI's torchvision wheels are CUDA builds: beside the CPU build of torch their `_C`
+    extension does not load, and the import stops at the fake registration of
+    `torchvision::nms` ("operator torchvision::nms does not exist"). The models are pure
+    Python and need none of its C++ ops, so the two operators whose registration is
+    unconditional get a schema (no kernel) and the import goes through. transformers
+    imports torchvision whenever it is installed, so it needs this too.
+    """
+    global _torchvision_ops
+    try:
+        import torchvision
+    except ModuleNotFoundError:
+        return None
+    except RuntimeError as error:
+        if "torchvision::" not in str(error) or _torchvision_ops is not None:
+            raise
+        _torchvision_ops = torch.library.Library("torchvision", "FRAGMENT")
+        for op in ("nms", "qnms"):
+            _torchvision_ops.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        import torchvision
+    return torchvision
+
+
 def require_models(names: Iterable[str]) -> None:
     """Refuse names that are not in the suite, naming them and the choices."""
     unknown = sorted(set(names) - set(CASES))

@@ -21,41 +21,14 @@ import torch
 from torch import nn
 
 import gxusim
-from gxusim.models import Case
+from gxusim.models import Case, import_torchvision
 from gxusim.report import run_case
 
 VOCAB, WIDTH, SEQUENCE = 128, 64, 16
 
-_torchvision_ops: torch.library.Library | None = None  # kept alive: see _torchvision
-
-
-def _torchvision():
-    """torchvision, or None when it is not installed.
-
-    PyPI's torchvision wheels are CUDA builds: beside the CPU build of torch their `_C`
-    extension does not load, and the import stops at the fake registration of
-    `torchvision::nms` ("operator torchvision::nms does not exist"). The models are pure
-    Python and need none of its C++ ops, so the two operators whose registration is
-    unconditional get a schema (no kernel) and the import goes through. transformers
-    imports torchvision whenever it is installed, so it needs this too.
-    """
-    global _torchvision_ops
-    try:
-        import torchvision
-    except ModuleNotFoundError:
-        return None
-    except RuntimeError as error:
-        if "torchvision::" not in str(error) or _torchvision_ops is not None:
-            raise
-        _torchvision_ops = torch.library.Library("torchvision", "FRAGMENT")
-        for op in ("nms", "qnms"):
-            _torchvision_ops.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        import torchvision
-    return torchvision
-
 
 def _transformers():
-    _torchvision()
+    import_torchvision()
     return pytest.importorskip("transformers")
 
 
@@ -98,7 +71,7 @@ class Autocast(nn.Module):
 
 
 def resnet18() -> nn.Module:
-    torchvision = _torchvision()
+    torchvision = import_torchvision()
     if torchvision is None:
         pytest.skip("torchvision is not installed: pip install -e '.[test]'")
     return torchvision.models.resnet18(num_classes=10)

@@ -1,0 +1,173 @@
+"""The kernel corpus: real GXU kernels kept as data, split once into a fit part and a test part.
+
+An entry is one kernel at one size signature, as Inductor generated it for a workload
+(`benchmarks/corpus/build.py` rebuilds them): its module source, sizes, and each argument's
+dtype, shape and strides (or integer value). Entries are JSON lines in
+`benchmarks/corpus/kernels.jsonl`.
+
+The split is fixed by the kernel alone: `part_of(id)` hashes the entry's id (itself a hash
+of the normalised code, sizes and dtypes), so adding workloads never moves a kernel from
+one part to the other. Tune on `fit`; measure and report `test`.
+
+`materialize` loads an entry's kernel on the active target and makes arguments for it, so
+any tool (the ceiling benchmark, the model's validation) can launch it again.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import importlib.util
+import json
+import math
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from .kernel_args import is_output
+
+TEST_SHARE = 30  # percent of kernels in the test part
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8,
+    torch.int16, torch.int32, torch.int64, torch.bool)}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def part_of(entry_id: str) -> str:
+    """"test" for TEST_SHARE percent of ids, "fit" for the rest: the first eight hex digits
+    of sha256(id), modulo 100, below TEST_SHARE."""
+    return "test" if int(hashlib.sha256(entry_id.encode()).hexdigest()[:8], 16) % 100 < TEST_SHARE \
+        else "fit"
+
+
+def normalised_code(module_source: str, kernel_name: str, triton_meta: dict) -> str:
+    """What makes two kernels the same code: the function from `def` on, its name replaced,
+    and the argument facts Triton compiles in (signature, divisibility)."""
+    body = module_source[module_source.index(f"def {kernel_name}("):]
+    facts = repr((triton_meta.get("signature"), triton_meta.get("configs")))
+    return re.sub(rf"\b{re.escape(kernel_name)}\b", "KERNEL", body) + facts
+
+
+def structure(code: str) -> str:
+    """`code` with its integer literals (sizes, strides, index constants) replaced: kernels
+    of one structure at different sizes share it."""
+    return re.sub(r"\b\d+\b", "N", code)
+
+
+def _argument(name: str, value: Any) -> dict:
+    if isinstance(value, torch.Tensor):
+        extent = 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride())
+                         if size > 0)
+        return {"name": name, "dtype": str(value.dtype).removeprefix("torch."),
+                "shape": list(value.shape), "stride": list(value.stride()),
+                "offset": int(value.storage_offset()),
+                "storage": int(value.storage_offset() + extent) if value.numel() else 0}
+    return {"name": name, "value": int(value) if not isinstance(value, float) else value}
+
+
+def kind_of(shape: Any) -> str:
+    """The kernel's kind, for grouping: pointwise, pointwise_2d, scan, column_reduction,
+    gather_reduction, persistent_reduction, looped_reduction."""
+    if shape.work.scans:
+        return "scan"
+    if shape.is_reduction:
+        if shape.column_reduction:
+            return "column_reduction"
+        if shape.gathers:
+            return "gather_reduction"
+        return "looped_reduction" if "R0_BLOCK" in shape.block_params else "persistent_reduction"
+    return "pointwise_2d" if shape.is_2d else "pointwise"
+
+
+def entry(kernel: Any, args: Sequence[Any]) -> dict:
+    """A corpus entry of one launch of a `launcher.GXUKernel` with these (real or fake)
+    arguments."""
+    module = Path(kernel.filename).read_text()
+    code = normalised_code(module, kernel.name, kernel.triton_meta)
+    arguments = [_argument(name, value) for name, value in zip(kernel.shape.runtime_args, args)]
+    numels = kernel.numels(args)
+    dtypes = [a["dtype"] for a in arguments if "dtype" in a]
+    entry_id = _sha(code + json.dumps(sorted(numels.items())) + json.dumps(dtypes))
+    return {"id": entry_id, "part": part_of(entry_id), "structure": _sha(structure(code)),
+            "kernel": kernel.name, "kind": kind_of(kernel.shape), "decorator": kernel.kind,
+            "numels": numels, "dtype": _main_dtype(arguments), "args": arguments,
+            "fusion": list(kernel.fusion), "module": module, "torch": torch.__version__}
+
+
+def _main_dtype(arguments: list[dict]) -> str:
+    """The dtype a policy sizes tiles by: the first output's, else the first tensor's."""
+    tensors = [a for a in arguments if "dtype" in a]
+    outputs = [a for a in tensors if is_output(a["name"])]
+    return (outputs or tensors or [{"dtype": "float32"}])[0]["dtype"]
+
+
+def elements(entry: dict) -> int:
+    return math.prod(entry["numels"].values())
+
+
+def load(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def save(entries: Iterable[dict], path: str | Path) -> None:
+    with open(path, "w") as f:
+        for item in sorted(entries, key=lambda e: e["id"]):
+            f.write(json.dumps(item, sort_keys=True) + "\n")
+
+
+def summary(entries: list[dict]) -> str:
+    """Counts by kind, dtype and part, in a few lines."""
+    from .report import format_table
+    counts = collections.Counter((e["kind"], e["dtype"], e["part"]) for e in entries)
+    kinds = sorted({k for k, _, _ in counts})
+    dtypes = sorted({d for _, d, _ in counts})
+    rows = [(kind, *(f"{counts[kind, d, 'fit']}/{counts[kind, d, 'test']}" for d in dtypes))
+            for kind in kinds]
+    codes = len({e["structure"] for e in entries})
+    return (format_table(("kind (fit/test)", *dtypes), rows) +
+            f"\n{len(entries)} kernels ({codes} structures): "
+            f"{sum(e['part'] == 'fit' for e in entries)} fit, "
+            f"{sum(e['part'] == 'test' for e in entries)} test")
+
+
+# --- launching an entry again ---------------------------------------------------------------
+
+def load_kernel(entry: dict, folder: str | Path | None = None) -> Any:
+    """The entry's kernel as a `launcher.GXUKernel`, its module written to `folder` (a
+    temporary one by default) and imported, as Inductor imports the modules it writes."""
+    folder = Path(folder or tempfile.mkdtemp(prefix="gxusim-corpus-"))
+    path = folder / f"{entry['kernel']}_{entry['id']}.py"
+    path.write_text(entry["module"])
+    spec = importlib.util.spec_from_file_location(f"gxusim_corpus_{entry['id']}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, entry["kernel"])
+
+
+def make_arguments(entry: dict, device: str | torch.device, seed: int = 0) -> list[Any]:
+    """Arguments for the entry's kernel on `device`: floats drawn from a normal
+    distribution, integers (token ids, gathered indices) small non-negative values, which
+    index every axis, and booleans at random; views with the recorded strides."""
+    generator = torch.Generator().manual_seed(seed)
+    out: list[Any] = []
+    for argument in entry["args"]:
+        if "dtype" not in argument:
+            out.append(argument["value"])
+            continue
+        dtype = _DTYPES[argument["dtype"]]
+        size = max(1, argument["storage"])
+        if dtype.is_floating_point:
+            storage = torch.randn(size, generator=generator).to(dtype)
+        elif dtype == torch.bool:
+            storage = torch.rand(size, generator=generator) < 0.5
+        else:
+            storage = torch.randint(0, 2, (size,), generator=generator).to(dtype)
+        out.append(storage.to(device).as_strided(argument["shape"], argument["stride"],
+                                                 argument["offset"]))
+    return out

@@ -1,0 +1,113 @@
+"""The kernel corpus: entries made from compiled kernels, the fixed split, and the kept file."""
+import collections
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import gxusim
+from gxusim import corpus
+from gxusim import target as targets
+from gxusim.compiler import launcher
+from gxusim.compiler.inductor_registration import kernels_loaded_in_this_process
+from gxusim.compiler.plan import plan_launch
+from gxusim.compiler.policies import resolve_policy
+
+KERNELS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus" / "kernels.jsonl"
+
+
+def _entries(fn, *shapes, dtype=torch.float32) -> list[dict]:
+    """Corpus entries of every kernel `fn` compiles to, planned on fake tensors."""
+    torch._dynamo.reset()
+    with FakeTensorMode(allow_non_fake_inputs=False), torch.device("gxu"), \
+            launcher.predict_only(), kernels_loaded_in_this_process(), \
+            launcher.capture() as captured:
+        torch.compile(fn)(*[torch.empty(s, dtype=dtype) for s in shapes])
+    torch._dynamo.reset()
+    return [corpus.entry(c.kernel, c.args) for c in captured]
+
+
+def test_an_entry_keeps_what_launching_the_kernel_again_needs():
+    (entry,) = _entries(lambda t, b: (t + b).relu(), (300, 257), (257,))
+    assert entry["numels"] == {"xnumel": 300 * 257} and entry["kind"] == "pointwise"
+    assert entry["dtype"] == "float32" and entry["fusion"] == ["aten.add", "aten.relu"]
+    bias = next(a for a in entry["args"] if a.get("shape") == [257])
+    assert bias == {"name": bias["name"], "dtype": "float32", "shape": [257], "stride": [1],
+                    "offset": 0, "storage": 257}
+    assert entry["part"] == corpus.part_of(entry["id"])
+    assert "gxu_traits" in entry["module"]
+
+
+def test_a_reloaded_entry_computes_what_the_compiled_kernel_computes():
+    (entry,) = _entries(lambda t: t.softmax(-1) * 2, (50, 300))
+    kernel = corpus.load_kernel(entry)
+    args = corpus.make_arguments(entry, "gxu", seed=3)
+    spec = gxusim.current_spec()
+    plan = plan_launch(kernel.shape, kernel.numels(args), torch.float32,
+                       resolve_policy("seed"), spec)
+    launch = kernel._target_launch(plan)
+    targets.active().execute(launch, args, spec)
+    x = args[0].cpu()
+    torch.testing.assert_close(args[1].cpu(), x.softmax(-1) * 2)
+    assert kernel.shape.traits is not None and kernel.shape.traits.reductions == ("max", "sum")
+
+
+def test_the_same_code_at_the_same_sizes_is_one_entry_and_sizes_share_a_structure():
+    first = _entries(lambda t: t.sigmoid() * 3, (4096,))[0]
+    again = _entries(lambda u: u.sigmoid() * 3, (4096,))[0]
+    other = _entries(lambda t: t.sigmoid() * 3, (8192,))[0]
+    assert first["id"] == again["id"] != other["id"]
+    assert first["structure"] == other["structure"]
+
+
+def test_the_split_is_a_hash_of_the_id_about_thirty_in_a_hundred_in_the_test_part():
+    ids = [f"{n:016x}" for n in range(2000)]
+    parts = collections.Counter(corpus.part_of(i) for i in ids)
+    assert 0.25 < parts["test"] / len(ids) < 0.35
+    assert [corpus.part_of(i) for i in ids] == [corpus.part_of(i) for i in ids]
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location(
+        "corpus_build", KERNELS.parent / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+def test_thinning_keeps_the_smallest_and_largest_sizes_of_a_structure():
+    build = _build_module()
+    entries = [{"id": f"{n:02d}", "structure": "s", "numels": {"xnumel": n}} for n in range(1, 11)]
+    kept = build.thin_sizes(entries + [{"id": "z", "structure": "t", "numels": {"xnumel": 5}}],
+                            keep=4)
+    sizes = sorted(e["numels"]["xnumel"] for e in kept if e["structure"] == "s")
+    assert sizes[0] == 1 and sizes[-1] == 10 and len(sizes) == 4
+    assert any(e["id"] == "z" for e in kept)
+
+
+def test_the_kept_corpus_is_broad_split_as_written_and_unique():
+    entries = corpus.load(KERNELS)
+    assert len(entries) >= 300
+    assert len({e["id"] for e in entries}) == len(entries)
+    assert all(e["part"] == corpus.part_of(e["id"]) for e in entries)
+    kinds = collections.Counter(e["kind"] for e in entries)
+    for kind in ("pointwise", "pointwise_2d", "persistent_reduction", "looped_reduction",
+                 "column_reduction", "scan"):
+        assert kinds[kind] >= 5, kinds
+    assert {"float32", "bfloat16"} <= {e["dtype"] for e in entries}
+    parts = collections.Counter(e["part"] for e in entries)
+    assert parts["test"] >= 90 and parts["fit"] >= 200
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_kept_entries_load_with_their_traits(index):
+    entries = sorted(corpus.load(KERNELS), key=lambda e: e["id"])
+    entry = entries[index * len(entries) // 3]
+    kernel = corpus.load_kernel(entry)
+    assert kernel.shape.traits is not None and kernel.name == entry["kernel"]
+    args = corpus.make_arguments(entry, "cpu")
+    assert kernel.numels(args) == entry["numels"]

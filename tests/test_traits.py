@@ -1,0 +1,190 @@
+"""Kernel traits recorded by code generation, and the policy questions that receive them."""
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+import gxusim
+from gxusim.compiler.autotune import AutotuneHeuristics
+from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, LaunchConfig
+from gxusim.compiler.launcher import max_autotune_policy
+from gxusim.compiler.plan import (KernelShape, PolicyError, kernel_question, plan_launch,
+                                  ranked_plans)
+from gxusim.compiler.policies import current_heuristics
+from gxusim.traits import Access, KernelTraits
+
+
+@contextlib.contextmanager
+def policy(heuristics):
+    before = current_heuristics()
+    gxusim.use_heuristics(heuristics)
+    try:
+        yield
+    finally:
+        gxusim.use_heuristics(before)
+
+
+def _traits_of(fn, *inputs) -> list[KernelTraits]:
+    gxusim.clear_launches()
+    torch.compile(fn)(*[t.to("gxu") for t in inputs])
+    return [launch.traits for launch in gxusim.launches() if launch.policy != "extern"]
+
+
+def test_a_softmax_records_its_reductions_and_a_contiguous_load_along_the_row():
+    (traits,) = _traits_of(lambda t: t.softmax(-1), torch.randn(64, 300))
+    assert traits.reductions == ("max", "sum")
+    (load,) = traits.loads
+    assert (load.dtype, load.bytes, load.contiguous, load.along_reduction, load.indirect) == \
+        ("float32", 4, True, True, False)
+    assert traits.transcendentals >= 1  # the exp
+    assert any(not store.broadcast for store in traits.stores)
+
+
+def test_an_embedding_lookup_records_an_indirect_load_and_its_int64_indices():
+    table, ids = torch.randn(1000, 64), torch.randint(0, 1000, (32, 8))
+    (traits,) = _traits_of(lambda t, i: t[i] * 2, table, ids)
+    indirect = [a for a in traits.loads if a.indirect]
+    assert indirect and indirect[0].dtype == "float32"
+    assert any(a.dtype == "int64" and a.bytes == 8 and not a.indirect for a in traits.loads)
+    assert traits.gathers
+
+
+def test_a_bias_add_records_the_bias_as_broadcast_and_bf16_as_two_bytes():
+    x, bias = torch.randn(512, 256).bfloat16(), torch.randn(256).bfloat16()
+    (traits,) = _traits_of(lambda a, b: (a + b).relu(), x, bias)
+    broadcast = {a.buffer: a.broadcast for a in traits.loads}
+    assert sorted(broadcast.values()) == [False, True]
+    assert all(a.bytes == 2 and a.dtype == "bfloat16" for a in traits.loads + traits.stores)
+    assert traits.streams == 2 and traits.bytes_per_element == 4
+
+
+def test_a_cumsum_records_a_scan_and_a_looped_sum_its_chunk_loop():
+    (scan,) = _traits_of(lambda t: t.cumsum(-1), torch.randn(8, 3000))
+    assert scan.scans == 1
+    kernels = _traits_of(lambda t: t.sum(-1), torch.randn(16, 100_000))  # maybe split in two
+    assert any(k.chunk_loops == 1 and k.reductions == ("sum",) for k in kernels)
+    assert all(k.chunk_loops <= 1 and k.scans == 0 for k in kernels)
+
+
+def test_more_live_values_mean_more_registers_per_element():
+    (copy,) = _traits_of(lambda t: t * 2, torch.randn(4096))
+    (gelu,) = _traits_of(lambda t: torch.nn.functional.gelu(t, approximate="tanh") * t.sigmoid(),
+                         torch.randn(4096))
+    assert gelu.registers_per_element > copy.registers_per_element >= 2
+    assert gelu.flops > copy.flops and gelu.transcendentals > copy.transcendentals == 0
+
+
+def test_traits_travel_as_plain_data_and_come_back_equal():
+    traits = KernelTraits((Access("in_ptr0", "float32", 4, True, False, False, True),),
+                          (Access("out_ptr0", "float32", 4, True, True, False, False),),
+                          ("sum",), 0, 1, 3, 1, 4)
+    assert KernelTraits.from_dict(traits.as_dict()) == traits
+    assert KernelTraits.from_dict({}) is None
+
+
+class Recording(Heuristics):
+    """Answers the pointwise question with a fixed config, remembering what it was asked."""
+    name = "recording"
+
+    def __init__(self, config):
+        super().__init__()
+        self.config, self.asked = config, []
+
+    def choose_pointwise(self, kernel):
+        self.asked.append(kernel)
+        return self.config
+
+    def get_grid(self, numel, xblock):
+        return (1 << 20,)  # more than any spec allows: the clamp must cut it
+
+
+def test_a_policy_that_sees_the_kernel_gets_its_traits_and_its_answer_is_clamped():
+    recording = Recording(LaunchConfig({"XBLOCK": 2048}, num_warps=64))
+    with policy(recording):
+        gxusim.clear_launches()
+        torch.compile(lambda t: t.exp() + 1)(torch.randn(100_000, device="gxu"))
+    (question,) = recording.asked
+    assert question.kind == "pointwise" and question.numels == {"xnumel": 100_000}
+    assert question.traits.transcendentals == 1 and question.dtype == torch.float32
+    (launch,) = gxusim.launches()
+    spec = gxusim.current_spec()
+    assert launch.meta["XBLOCK"] == 2048
+    assert launch.num_warps == spec.max_num_warps and launch.grid[0] == spec.max_grid
+    assert "clamped" in launch.rules["num_warps"] and "clamped" in launch.rules["grid"]
+    assert launch.rules["XBLOCK"] == "recording.choose_pointwise"
+
+
+def test_an_answer_with_the_wrong_blocks_names_the_policy_and_the_kernel():
+    with policy(Recording(LaunchConfig({"XBLOCK": 1024, "R0_BLOCK": 64}, num_warps=4))):
+        with pytest.raises(Exception, match="recording.*choose_pointwise.*takes"):
+            torch.compile(lambda t: t + 1)(torch.randn(1000, device="gxu"))
+
+
+POINTWISE = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {},
+                        traits=KernelTraits((Access("in_ptr0", "float32", 4, True, False, False,
+                                                    False),),
+                                            (Access("out_ptr0", "float32", 4, True, False, False,
+                                                    False),), flops=1, live_values=2))
+
+
+def test_gxu_picks_the_configuration_the_model_predicts_fastest():
+    spec = gxusim.load_spec("gxu")
+    numels = {"xnumel": 1 << 24}
+    plan = plan_launch(POINTWISE, numels, torch.float32, GXUHeuristics(), spec,
+                       bytes_moved=8 << 24)
+    question = kernel_question(POINTWISE, numels, torch.float32, spec, 8 << 24)
+    best = min(question.candidates(), key=question.predict)
+    assert (plan.meta, plan.num_warps) == (best.blocks, best.num_warps)
+    assert plan.rules["XBLOCK"] == "gxu.choose_pointwise"
+
+
+def test_gxu_keeps_a_register_hungry_kernel_to_few_elements_a_thread():
+    spec = gxusim.load_spec("gxu")
+    hungry = dataclasses.replace(POINTWISE, traits=dataclasses.replace(POINTWISE.traits,
+                                                                       live_values=40))
+    gxu = GXUHeuristics()
+    plan = plan_launch(hungry, {"xnumel": 1 << 24}, torch.float32, gxu, spec, bytes_moved=8 << 24)
+    config = LaunchConfig(plan.meta, plan.num_warps)
+    assert gxu.registers_per_thread(hungry.traits, config, spec) <= gxu.REGISTERS_PER_THREAD
+    lean = plan_launch(POINTWISE, {"xnumel": 1 << 24}, torch.float32, gxu, spec,
+                       bytes_moved=8 << 24)
+    per_thread = plan.meta["XBLOCK"] / plan.num_warps
+    assert per_thread < lean.meta["XBLOCK"] / lean.num_warps
+
+
+def test_a_kernel_without_traits_is_planned_by_the_rules():
+    spec = gxusim.load_spec("gxu")
+    bare = dataclasses.replace(POINTWISE, traits=None)
+    plan = plan_launch(bare, {"xnumel": 1 << 24}, torch.float32, GXUHeuristics(), spec)
+    assert plan.rules["XBLOCK"] == "gxu.select_xblock"
+
+
+def test_autotune_times_in_the_models_order_and_stops_when_the_rest_cannot_win():
+    spec = gxusim.load_spec("gxu")
+    ranked = ranked_plans(POINTWISE, {"xnumel": 1 << 24}, spec, 8 << 24)
+    assert [p.predicted_s for p in ranked] == sorted(p.predicted_s for p in ranked)
+    timed_plans = []
+
+    def time_plan(plan):  # the model right to within 10%
+        timed_plans.append(plan)
+        return plan.predicted_s * (1.1 if len(timed_plans) % 2 else 0.95)
+    timed = AutotuneHeuristics().time_ranked(ranked, time_plan)
+    best = min(s for s, _ in timed)
+    assert AutotuneHeuristics.MIN_TIMED <= len(timed) < len(ranked)
+    assert all(p.predicted_s > AutotuneHeuristics.STOP_RATIO * best
+               for p in ranked[len(timed):])
+
+
+def test_max_autotune_takes_autotune_only_where_the_target_can_time():
+    gxu = GXUHeuristics()
+    can_time = gxusim.target.active().can_time
+    assert isinstance(max_autotune_policy(gxu), AutotuneHeuristics) == can_time
+    seed = gxusim.compiler.SeedHeuristics()
+    assert max_autotune_policy(seed) is seed  # a policy the user chose stays
+
+
+def test_max_autotune_compiles_and_matches_eager():
+    x = torch.randn(5000, 37)
+    got = torch.compile(lambda t: t.softmax(-1) * 3, mode="max-autotune")(x.to("gxu"))
+    torch.testing.assert_close(got.cpu(), x.softmax(-1) * 3)
