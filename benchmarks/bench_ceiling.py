@@ -13,6 +13,14 @@ Beside them: eager CUDA and stock Inductor (uncapped), whole calls. Every candid
 is checked against the compiled kernel's, and the compiled output against eager.
 
     python benchmarks/bench_ceiling.py [--quick] [--json OUT.json] [--cases NAME ...] [--ray [ADDRESS]]
+    python benchmarks/bench_ceiling.py --corpus benchmarks/corpus/kernels.jsonl [--part test|fit|all]
+        [--count N] [--budget SECONDS] [--json OUT.json]
+    python benchmarks/bench_ceiling.py --corpus-table OUT.json
+
+With `--corpus`, each corpus kernel (`benchmarks/corpus/README.md`) is timed at every legal
+config, under `seed`, `gxu` and gxu's rules alone; the table by kernel kind puts beside them
+the model's pick among the configs that fit a thread's registers and model-guided autotune's
+pick, both replayed from the stored times.
 
 With `--ray`, each case's search is a Ray task holding one GPU (`gxusim.distributed`): a
 machine's or a cluster's GPUs search N cases at once, and the rows are the same.
@@ -209,15 +217,23 @@ def measured(chosen: list[Case], ray: str | None) -> Iterator[tuple[Case, dict |
 class _Rules(GXUHeuristics):
     """The gxu policy's rules alone (what it answers for a kernel without traits)."""
     name = "rules"
-
-    def _by_model(self, kernel):
-        return None
+    SEES_KERNEL = False
 
 
-def _plan_row(plan, seconds: float | None, error: str = "") -> dict:
+def _plan_row(plan, seconds: float | None, error: str = "", fits: bool | None = None) -> dict:
     return {"meta": plan.meta, "num_warps": plan.num_warps, "num_stages": plan.num_stages,
             "programs": plan.programs, "seconds": seconds, "predicted_s": plan.predicted_s,
-            **({"error": error} if error else {})}
+            **({"fits": fits} if fits is not None else {}), **({"error": error} if error else {})}
+
+
+def _fits(kernel, plan, spec) -> bool | None:
+    """Whether gxu's register estimate lets the plan's tile fit a thread (None: no traits)."""
+    from gxusim.compiler.heuristics import LaunchConfig
+    traits, gxu = kernel.shape.traits, GXUHeuristics()
+    if traits is None:
+        return None
+    config = LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
+    return gxu.registers_per_thread(traits, config, spec) <= gxu.REGISTERS_PER_THREAD
 
 
 def _time_quickly(target, launch, args) -> float:
@@ -259,7 +275,8 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
                 close = 2e-2 if copies[i].dtype == torch.bfloat16 else 1e-3
                 torch.testing.assert_close(copies[i], reference[i], rtol=close, atol=close,
                                            equal_nan=True)
-            rows.append(_plan_row(plan, _time_quickly(target, launch, args)))
+            rows.append(_plan_row(plan, _time_quickly(target, launch, args),
+                                  fits=_fits(kernel, plan, spec)))
         except Exception as error:  # noqa: BLE001 - a config that fails is kept, named
             rows.append(_plan_row(plan, None, f"{type(error).__name__}: {str(error)[:200]}"))
     chosen = {name: _plan_row(plan, _time_quickly(target, kernel._target_launch(plan), args))
@@ -315,6 +332,14 @@ def guided_search(row: dict, stop_ratio: float = AutotuneHeuristics.STOP_RATIO,
     return min(timed), len(timed)
 
 
+def model_pick(row: dict) -> float:
+    """The measured time of the config the model predicts fastest among those that fit a
+    thread's registers (all, where none does)."""
+    timed = [c for c in row["candidates"] if c["seconds"]]
+    fitting = [c for c in timed if c.get("fits", True)] or timed
+    return min(fitting, key=lambda c: c["predicted_s"])["seconds"]
+
+
 def corpus_table(rows: list[dict]) -> str:
     """Per kernel kind: each policy's time against the capped ceiling (geometric mean and
     worst kernel), how often gxu is at least as fast as seed, and what model-guided autotune
@@ -325,25 +350,27 @@ def corpus_table(rows: list[dict]) -> str:
         groups.setdefault(row["kind"], []).append(row)
     lines = []
     for kind, group in sorted(groups.items()) + [("all", measured)]:
-        ratios: dict[str, list[float]] = {"gxu": [], "seed": [], "rules": [], "guided": []}
+        ratios: dict[str, list[float]] = {"gxu": [], "seed": [], "rules": [], "model": [],
+                                          "guided": []}
         timed, not_slower = [], 0
         for row in group:
             ceiling = min(c["seconds"] for c in row["candidates"] if c["seconds"])
             guided_s, count = guided_search(row)
             for name, seconds in (("gxu", row["gxu"]["seconds"]), ("seed", row["seed"]["seconds"]),
-                                  ("rules", row["rules"]["seconds"]), ("guided", guided_s)):
+                                  ("rules", row["rules"]["seconds"]), ("model", model_pick(row)),
+                                  ("guided", guided_s)):
                 ratios[name].append(ceiling / seconds)
             timed.append(count)
             not_slower += row["gxu"]["seconds"] <= 1.05 * row["seed"]["seconds"]
         worst = min(group, key=lambda r: min(c["seconds"] for c in r["candidates"] if c["seconds"])
                     / r["gxu"]["seconds"])
         lines.append((kind, len(group), *(f"{_geomean(ratios[n]):.3f} / {min(ratios[n]):.2f}"
-                                          for n in ("gxu", "seed", "rules", "guided")),
+                                          for n in ("gxu", "seed", "rules", "model", "guided")),
                       f"{not_slower / len(group):.0%}", f"{sorted(timed)[len(timed) // 2]}",
                       worst["kernel"][:40]))
     return format_table(("kind", "kernels", "gxu/ceiling (geomean / worst)", "seed", "gxu rules",
-                         "guided autotune", "gxu >= seed (5%)", "guided timed (median)",
-                         "gxu's worst kernel"), lines)
+                         "model's pick", "guided autotune", "gxu >= seed (5%)",
+                         "guided timed (median)", "gxu's worst kernel"), lines)
 
 
 def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float) -> list[dict]:
@@ -369,11 +396,15 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
         if out:
             with open(out, "w") as f:
                 json.dump(rows, f)
+    print_corpus_tables(rows, spec.name)
+    return rows
+
+
+def print_corpus_tables(rows: list[dict], spec_name: str) -> None:
     for part in ("test", "fit"):
         chosen = [r for r in rows if r["part"] == part]
         if chosen:
-            print(f"\n{part} part, {len(chosen)} kernels, spec {spec.name}:\n{corpus_table(chosen)}")
-    return rows
+            print(f"\n{part} part, {len(chosen)} kernels, spec {spec_name}:\n{corpus_table(chosen)}")
 
 
 def main() -> None:
@@ -381,6 +412,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="skip the 1G-element cases")
     parser.add_argument("--corpus", metavar="KERNELS.jsonl",
                         help="time every legal config of the corpus's kernels instead of the cases")
+    parser.add_argument("--corpus-table", metavar="ROWS.json",
+                        help="print the tables of a stored --corpus run (no GPU needed)")
     parser.add_argument("--part", default="test", choices=("test", "fit", "all"),
                         help="the corpus part to measure (default: test)")
     parser.add_argument("--count", type=int, default=1000, help="at most this many corpus kernels")
@@ -392,6 +425,10 @@ def main() -> None:
                         help="search each case as a Ray task holding a GPU, on a local "
                              "cluster or the one at ADDRESS (needs pip install 'gxusim[ray]')")
     args = parser.parse_args()
+    if args.corpus_table:
+        with open(args.corpus_table) as f:
+            print_corpus_tables(json.load(f), gxusim.current_spec().name)
+        return
     if gxusim.current_target() != "cuda":
         raise SystemExit("bench_ceiling times kernels on a GPU: it needs the cuda target")
     if args.corpus:

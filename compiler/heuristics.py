@@ -9,9 +9,10 @@ for any of them; answering None falls back to the four questions. Policies shipp
 
 * `"seed"`: the seed's GXU formulas (chapter 10, section 8), reproduced faithfully,
   including its hard-coded 32-program grid and [128, 1024] XBLOCK clamp.
-* `"gxu"` (default): for a kernel with traits, the legal config the performance model
-  predicts fastest among those whose registers fit a thread; without traits (a
-  hand-written kernel), spec-driven rules sized from the H200's capped ceiling.
+* `"gxu"` (default): spec-driven rules sized from the H200's capped ceiling, read against
+  the kernel's traits: where the rules' tile would hold more registers a thread than fit
+  (a kernel of many streams and live values), the legal config the performance model
+  predicts fastest among those that fit.
 
 Policies only answer questions; `plan.py` turns the answers into a launch plan and passes
 each through the spec clamp. A policy that chooses by measuring (autotune, `autotune.py`)
@@ -67,6 +68,7 @@ class KernelQuestion:
     spec: HardwareSpec
     candidates: Callable[[], Sequence[LaunchConfig]]  # every legal config (autotune's space)
     predict: Callable[[LaunchConfig], float]  # the performance model's seconds for one
+    rules: Callable[[], Optional[LaunchConfig]] = lambda: None  # the policy's four answers'
 
 
 Plan = TypeVar("Plan")
@@ -244,6 +246,7 @@ class GXUHeuristics(Heuristics):
     GATHER_CHUNK = 64
     GATHER_WARPS = 4
 
+    SEES_KERNEL = True  # False: the rules alone, traits or not (what the rules would pick)
     # Registers a thread may hold before ptxas spills (sm_90's limit per thread), and what
     # a tile loop's indexing, masks and loop state take besides the elements' values.
     REGISTERS_PER_THREAD = 255
@@ -261,16 +264,20 @@ class GXUHeuristics(Heuristics):
         return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread
 
     def _by_model(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        """The config the performance model predicts fastest, among those whose registers
-        fit a thread (all, where none does); the rules for a kernel without traits."""
-        if kernel.traits is None:
+        """None (the rules decide) where the kernel's traits say the rules' config fits a
+        thread's registers, or the kernel has no traits; else the config the performance
+        model predicts fastest among those that fit (all, where none does)."""
+        if kernel.traits is None or not self.SEES_KERNEL:
             return None
+        rules = kernel.rules()
         configs = list(kernel.candidates())
-        if not configs:
+        if rules is None or self._fits(kernel, rules) or not configs:
             return None
-        fitting = [c for c in configs if self.registers_per_thread(kernel.traits, c, kernel.spec)
-                   <= self.REGISTERS_PER_THREAD] or configs
-        return min(fitting, key=kernel.predict)
+        return min([c for c in configs if self._fits(kernel, c)] or configs, key=kernel.predict)
+
+    def _fits(self, kernel: KernelQuestion, config: LaunchConfig) -> bool:
+        return self.registers_per_thread(kernel.traits, config, kernel.spec) <= \
+            self.REGISTERS_PER_THREAD
 
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         return self._by_model(kernel)

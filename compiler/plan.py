@@ -354,8 +354,10 @@ def predicted_seconds(shape: KernelShape, numels: dict[str, int], plan: LaunchPl
 
 
 def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
-                    spec: HardwareSpec, bytes_moved: float) -> KernelQuestion:
-    """What a policy's per-kind question receives about this kernel at these sizes."""
+                    spec: HardwareSpec, bytes_moved: float,
+                    answers: Optional[Callable[[], LaunchPlan]] = None) -> KernelQuestion:
+    """What a policy's per-kind question receives about this kernel at these sizes;
+    `answers` plans from the policy's four answers (`answers_plan`)."""
     def candidates() -> list[LaunchConfig]:
         return [LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
                 for plan in candidate_plans(shape, numels, spec)]
@@ -363,8 +365,14 @@ def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dty
     def predict(config: LaunchConfig) -> float:
         return predicted_seconds(shape, numels, config_plan(shape, numels, config, spec),
                                  bytes_moved, spec)
+
+    def rules() -> Optional[LaunchConfig]:
+        if answers is None:
+            return None
+        plan = answers()
+        return LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
     return KernelQuestion(shape.name, kernel_kind(shape), shape.traits, dict(numels), dtype,
-                          spec, candidates, predict)
+                          spec, candidates, predict, rules)
 
 
 def _chosen_plan(shape: KernelShape, numels: dict[str, int], policy: Heuristics,
@@ -404,19 +412,26 @@ def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     """The policy's answer for this kind of kernel (`choose_*`), or its four answers,
     clamped by the spec. `bytes_moved` (the arguments' bytes) is what the performance model
     the per-kind question offers takes as moved."""
-    xnumel = numels.get("xnumel", 1)
-    rules: dict[str, str] = {}
-    meta: dict[str, int] = {}
-    num_stages = None
     if shape.is_reduction and shape.is_2d:
         raise NotImplementedError(
             f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
             f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
-    question = kernel_question(shape, numels, dtype, spec, bytes_moved)
+    question = kernel_question(shape, numels, dtype, spec, bytes_moved,
+                               lambda: answers_plan(shape, numels, dtype, policy, spec))
     method = KIND_QUESTIONS.get(question.kind, "choose_reduction")
     config = _policy_call(policy, method, question)
     if config is not None:
         return _chosen_plan(shape, numels, policy, method, config, spec)
+    return answers_plan(shape, numels, dtype, policy, spec)
+
+
+def answers_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
+                 policy: Heuristics, spec: HardwareSpec) -> LaunchPlan:
+    """The policy's four answers (the seed's questions), clamped by the spec."""
+    xnumel = numels.get("xnumel", 1)
+    rules: dict[str, str] = {}
+    meta: dict[str, int] = {}
+    num_stages = None
     if shape.is_reduction:
         question = reduction_question(shape)
         choice = _policy_call(policy, question, xnumel, numels["r0_numel"], dtype)

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 import gxusim
-from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, plan_launch)
 from gxusim.kernel_work import kernel_work, static_blocks
 from gxusim.launch_facts import pipelined
 from kernels.generated import EMBEDDING_SUM
-from gxusim.compiler.policies import POLICIES
+from gxusim.compiler.policies import POLICIES, current_heuristics
 from gxusim.findings import check_launch
 
 POINTWISE = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
@@ -150,15 +150,25 @@ def test_autotune_candidates_are_within_the_spec_and_pass_only_kernel_parameters
     assert len({(tuple(p.meta.items()), p.num_warps, p.num_stages) for p in plans}) == len(plans)
 
 
-def _planned(fn, shape, spec="gxu"):
-    """The launches of `fn` compiled for a gxu tensor of `shape` under `spec`, planned
-    without running."""
+class GXURules(GXUHeuristics):
+    """The gxu policy's rules, for every kernel (what it answers without traits)."""
+    SEES_KERNEL = False
+
+
+def _planned(fn, shape, spec="gxu", policy=None):
+    """The launches of `fn` compiled for a gxu tensor of `shape` under `spec` (and
+    `policy`, else the active one), planned without running."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from gxusim.compiler import launcher
     torch._dynamo.reset()
     gxusim.clear_launches()
-    with gxusim.use_spec(spec), FakeTensorMode(), launcher.predict_only():
-        torch.compile(fn)(torch.empty(*shape, device="gxu"))
+    before = current_heuristics()
+    gxusim.use_heuristics(policy or before)
+    try:
+        with gxusim.use_spec(spec), FakeTensorMode(), launcher.predict_only():
+            torch.compile(fn)(torch.empty(*shape, device="gxu"))
+    finally:
+        gxusim.use_heuristics(before)
     return gxusim.launches()
 
 
@@ -187,10 +197,10 @@ def test_inductor_does_not_split_a_reduction_for_sms_the_grid_cap_leaves_idle():
 def test_gxu_asks_for_wide_tiles_where_a_reduction_loads_along_columns():
     """A sum over dim 0 loads contiguously along x: the plan asks the policy's column question
     (128 columns a tile under gxu); a sum over dim 1 asks the one-pass row question."""
-    column, = _planned(lambda t: t.sum(0), (16384, 4096))
+    column, = _planned(lambda t: t.sum(0), (16384, 4096), policy=GXURules())
     assert column.rules["XBLOCK"] == "gxu.select_column_reduction"
     assert column.meta["XBLOCK"] == 128
-    row, = _planned(lambda t: t.sum(1), (256, 1 << 20))
+    row, = _planned(lambda t: t.sum(1), (256, 1 << 20), policy=GXURules())
     assert row.rules["XBLOCK"] == "gxu.select_one_pass_reduction"
 
 
@@ -200,19 +210,19 @@ def test_one_pass_reductions_stream_pipelined_chunks_and_multi_pass_ones_do_not(
     NUM_STAGES passed to the kernel) within each resident program's share of shared
     memory; softmax re-reads its rows in later loops and is not pipelined."""
     loaded = gxusim.load_spec(spec)
-    row_sum, = _planned(lambda t: t.sum(1), (32768, 4096), spec)
+    row_sum, = _planned(lambda t: t.sum(1), (32768, 4096), spec, GXURules())
     assert row_sum.rules["XBLOCK"] == "gxu.select_one_pass_reduction"
     stages = row_sum.meta["NUM_STAGES"]
     chunk_bytes = row_sum.meta["XBLOCK"] * row_sum.meta["R0_BLOCK"] * 4
     sharing = min(loaded.max_blocks_per_sm, -(-loaded.max_grid // loaded.sm_count))
     assert stages == 4 and (stages - 1) * chunk_bytes <= loaded.smem_per_sm // sharing
-    softmax, = _planned(lambda t: t.softmax(-1), (4096, 8192), spec)
+    softmax, = _planned(lambda t: t.softmax(-1), (4096, 8192), spec, GXURules())
     assert softmax.rules["XBLOCK"] == "gxu.select_reduction"
     assert softmax.meta["NUM_STAGES"] == 1
 
 
 def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
-    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+    from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
 
     class Greedy(SeedHeuristics):
         name = "greedy"
@@ -290,7 +300,7 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     resident program, not two); a loop of one chunk, which Triton does not pipeline,
     buffers none."""
     from gxusim.compiler import launcher
-    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+    from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
 
     class Deep(SeedHeuristics):
         name = "deep"
