@@ -26,6 +26,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from .compiler.plan import kernel_kind
 from .kernel_args import is_output
 
 TEST_SHARE = 30  # percent of kernels in the test part
@@ -70,20 +71,6 @@ def _argument(name: str, value: Any) -> dict:
     return {"name": name, "value": int(value) if not isinstance(value, float) else value}
 
 
-def kind_of(shape: Any) -> str:
-    """The kernel's kind, for grouping: pointwise, pointwise_2d, scan, column_reduction,
-    gather_reduction, persistent_reduction, looped_reduction."""
-    if shape.work.scans:
-        return "scan"
-    if shape.is_reduction:
-        if shape.column_reduction:
-            return "column_reduction"
-        if shape.gathers:
-            return "gather_reduction"
-        return "looped_reduction" if "R0_BLOCK" in shape.block_params else "persistent_reduction"
-    return "pointwise_2d" if shape.is_2d else "pointwise"
-
-
 def entry(kernel: Any, args: Sequence[Any]) -> dict:
     """A corpus entry of one launch of a `launcher.GXUKernel` with these (real or fake)
     arguments."""
@@ -94,7 +81,7 @@ def entry(kernel: Any, args: Sequence[Any]) -> dict:
     dtypes = [a["dtype"] for a in arguments if "dtype" in a]
     entry_id = _sha(code + json.dumps(sorted(numels.items())) + json.dumps(dtypes))
     return {"id": entry_id, "part": part_of(entry_id), "structure": _sha(structure(code)),
-            "kernel": kernel.name, "kind": kind_of(kernel.shape), "decorator": kernel.kind,
+            "kernel": kernel.name, "kind": kernel_kind(kernel.shape), "decorator": kernel.kind,
             "numels": numels, "dtype": _main_dtype(arguments), "args": arguments,
             "fusion": list(kernel.fusion), "module": module, "torch": torch.__version__}
 

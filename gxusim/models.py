@@ -91,6 +91,17 @@ class EmbeddingClassifier(nn.Module):
         return self.head(self.embedding(tokens).mean(dim=1)).log_softmax(dim=-1)
 
 
+class Logits(nn.Module):
+    """A transformers model as a module of one tensor in (token ids), one tensor out."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=tokens).logits
+
+
 Shapes = tuple[tuple[int, ...], ...]
 Scale = Union[str, int]  # a named scale ("cpu", "gpu") or elements of the main input
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import gxusim
-from gxusim.models import Case, import_torchvision
+from gxusim.models import Case, Logits, import_torchvision
 from gxusim.report import run_case
 
 VOCAB, WIDTH, SEQUENCE = 128, 64, 16
@@ -30,17 +30,6 @@ VOCAB, WIDTH, SEQUENCE = 128, 64, 16
 def _transformers():
     import_torchvision()
     return pytest.importorskip("transformers")
-
-
-class Logits(nn.Module):
-    """A transformers model as a module of one tensor in, one tensor out (what run_case takes)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=tokens).logits
 
 
 class TrainingMode(nn.Module):

@@ -38,7 +38,7 @@ import gxusim
 from gxusim import corpus
 from gxusim.compiler import launcher
 from gxusim.compiler.inductor_registration import kernels_loaded_in_this_process
-from gxusim.models import import_torchvision
+from gxusim.models import Logits, import_torchvision
 
 HERE = Path(__file__).resolve().parent
 MAX_SIZES = 4
@@ -57,17 +57,6 @@ class Workload:
     @property
     def label(self) -> str:
         return f"{self.name}/{self.mode}/{str(self.dtype).removeprefix('torch.')}"
-
-
-class Logits(nn.Module):
-    """A transformers model as one tensor in (token ids), one tensor out."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=tokens).logits
 
 
 class Loss(nn.Module):
