@@ -257,11 +257,13 @@ class GXUHeuristics(Heuristics):
 
     def registers_per_thread(self, traits: KernelTraits, config: LaunchConfig,
                              spec: HardwareSpec) -> int:
-        """An estimate of one thread's registers at `config`: each element it holds keeps
-        the kernel's live values (`KernelTraits.registers_per_element`)."""
+        """An estimate of one thread's registers at `config`: what it keeps for each of its
+        elements (`KernelTraits.registers_per_element`), one element's temporaries, and
+        the tile loop's indexing."""
         elements = math.prod(config.blocks.values())
         per_thread = max(1, elements // (config.num_warps * spec.warp_size))
-        return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread
+        return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread + \
+            traits.live_values
 
     def _by_model(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         """None (the rules decide) where the kernel's traits say the rules' config fits a

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from gxusim import launch_facts, perf_model, residency
+from gxusim import launch_facts, perf_model, python_ast, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
                                 static_blocks)
@@ -97,7 +97,7 @@ def kernel_shape(fn: Any, name: str) -> KernelShape:
 def kernel_shape_from_source(source: str, name: str) -> KernelShape:
     """The `KernelShape` of a kernel's source (as `kernel_shape` reads it, decorators and
     all): what a stored measurement's kernel was, whichever torch wrote it."""
-    tree = ast.parse(textwrap.dedent(source))
+    tree = python_ast.parse(textwrap.dedent(source))
     function = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
                      and node.name == name), None)
     if function is None:

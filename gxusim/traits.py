@@ -40,7 +40,7 @@ class KernelTraits:
     chunk_loops: int = 0  # loops over reduction chunks (softmax 3, layernorm 2, a sum 1)
     flops: int = 0  # arithmetic, comparisons, selects and casts per element
     transcendentals: int = 0  # math calls per element (exp, tanh, rsqrt, ...)
-    live_values: int = 0  # per-element values live at once in the longest stretch of code
+    live_values: int = 0  # values alive at once along the code (the temporaries of one element)
 
     @property
     def streams(self) -> int:
@@ -60,10 +60,14 @@ class KernelTraits:
 
     @property
     def registers_per_element(self) -> int:
-        """32-bit registers one element of a tile holds at the kernel's busiest point: its
-        live values (64-bit ones take two), at least one per access."""
-        wide = sum(a.bytes > 4 for a in self.loads + self.stores)
-        return max(self.live_values, len(self.loads) + len(self.stores)) + wide
+        """32-bit registers a thread keeps for each element of its tile at once: every load's
+        value (a tile's loads are all issued before their uses, to hide memory latency;
+        64-bit ones take two) and, in a looped reduction, each reduction's accumulator
+        (carried across chunks; a Welford one keeps three). The temporaries between a load
+        and a store are scheduled element by element and count once (`live_values`)."""
+        loaded = sum(max(1, -(-a.bytes // 4)) for a in self.loads)
+        carried = sum(3 if "welford" in r else 1 for r in self.reductions) if self.chunk_loops else 0
+        return max(1, loaded + carried)
 
     @property
     def gathers(self) -> bool:

@@ -67,12 +67,18 @@ def test_a_cumsum_records_a_scan_and_a_looped_sum_its_chunk_loop():
     assert all(k.chunk_loops <= 1 and k.scans == 0 for k in kernels)
 
 
-def test_more_live_values_mean_more_registers_per_element():
+def test_registers_per_element_count_loads_and_a_looped_reductions_accumulators():
     (copy,) = _traits_of(lambda t: t * 2, torch.randn(4096))
     (gelu,) = _traits_of(lambda t: torch.nn.functional.gelu(t, approximate="tanh") * t.sigmoid(),
                          torch.randn(4096))
-    assert gelu.registers_per_element > copy.registers_per_element >= 2
+    (three,) = _traits_of(lambda a, b, c: a * b + c, *[torch.randn(4096)] * 3)
+    assert copy.registers_per_element == gelu.registers_per_element == 1
+    assert three.registers_per_element == 3
+    assert gelu.live_values > copy.live_values
     assert gelu.flops > copy.flops and gelu.transcendentals > copy.transcendentals == 0
+    kernels = _traits_of(lambda t: t.var(-1), torch.randn(8, 100_000))  # Welford, looped
+    looped = next(k for k in kernels if k.chunk_loops)
+    assert looped.registers_per_element >= 1 + 3
 
 
 def test_traits_travel_as_plain_data_and_come_back_equal():
@@ -136,12 +142,13 @@ def test_gxu_keeps_its_rules_for_a_kernel_whose_registers_fit():
 
 
 def test_gxu_gives_a_register_hungry_kernel_the_models_fastest_config_that_fits():
-    """The rules' 32K-element tile on 16 warps holds 64 elements a thread: at 40 live values
-    each, far past a thread's registers. gxu then takes the fastest predicted config that
-    fits."""
+    """The rules' 32K-element tile on 16 warps holds 64 elements a thread: with eight
+    loads each, 512 words, far past a thread's registers. gxu then takes the fastest
+    predicted config that fits."""
     spec = gxusim.load_spec("gxu")
+    loads = tuple(Access(f"in_ptr{i}", "float32", 4, True, False, False, False) for i in range(8))
     hungry = dataclasses.replace(POINTWISE, traits=dataclasses.replace(POINTWISE.traits,
-                                                                       live_values=40))
+                                                                       loads=loads))
     gxu, numels = GXUHeuristics(), {"xnumel": 1 << 24}
     plan = plan_launch(hungry, numels, torch.float32, gxu, spec, bytes_moved=8 << 24)
     assert plan.rules["XBLOCK"] == "gxu.choose_pointwise"
