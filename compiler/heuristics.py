@@ -68,7 +68,7 @@ class KernelQuestion:
     spec: HardwareSpec
     candidates: Callable[[], Sequence[LaunchConfig]]  # every legal config (autotune's space)
     predict: Callable[[LaunchConfig], float]  # the performance model's seconds for one
-    rules: Callable[[], Optional[LaunchConfig]] = lambda: None  # the policy's four answers'
+    rules: Callable[[], Optional[LaunchConfig]] = lambda: None  # its four answers' config
 
 
 Plan = TypeVar("Plan")
@@ -204,6 +204,13 @@ class GXUHeuristics(Heuristics):
     long contiguous stream (2048 x 32768 softmax: 441 us against 529 us for 64 x 256).
     Column reductions (loads contiguous along x) take 128 columns per tile.
 
+    The rules are read against the kernel's traits (`choose_*`): where the rules' tile would
+    keep more registers a thread than `REGISTERS_PER_THREAD` (each element's loaded words
+    and a looped reduction's accumulators, `registers_per_thread`: a pointwise kernel of six
+    streams at 64 elements a thread), the legal config the performance model predicts
+    fastest among those that fit is taken instead. Every rule tile of the ceiling benchmark
+    fits.
+
     Gathers reduced in one pass (embedding bags) are not pipelined: a pipelined chunk loop
     reads its indices from their copies in the copies' layout, so each thread loads the
     table element its own index names, where unpipelined Triton first rearranges the index
@@ -265,30 +272,31 @@ class GXUHeuristics(Heuristics):
         return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread + \
             traits.live_values
 
-    def _by_model(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+    def _within_registers(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         """None (the rules decide) where the kernel's traits say the rules' config fits a
         thread's registers, or the kernel has no traits; else the config the performance
         model predicts fastest among those that fit (all, where none does)."""
         if kernel.traits is None or not self.SEES_KERNEL:
             return None
         rules = kernel.rules()
-        configs = list(kernel.candidates())
-        if rules is None or self._fits(kernel, rules) or not configs:
+        if rules is None or self._fits(kernel, rules):
             return None
-        return min([c for c in configs if self._fits(kernel, c)] or configs, key=kernel.predict)
+        configs = list(kernel.candidates())
+        fitting = [c for c in configs if self._fits(kernel, c)] or configs
+        return min(fitting, key=kernel.predict) if fitting else None
 
     def _fits(self, kernel: KernelQuestion, config: LaunchConfig) -> bool:
         return self.registers_per_thread(kernel.traits, config, kernel.spec) <= \
             self.REGISTERS_PER_THREAD
 
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._by_model(kernel)
+        return self._within_registers(kernel)
 
     def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._by_model(kernel)
+        return self._within_registers(kernel)
 
     def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._by_model(kernel)
+        return self._within_registers(kernel)
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:
