@@ -253,7 +253,7 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
     target = targets.active()
     kernel = corpus.load_kernel(entry)
     args = corpus.make_arguments(entry, "cuda")
-    numels, dtype = kernel.numels(args), corpus._DTYPES[entry["dtype"]]
+    numels, dtype = kernel.numels(args), corpus.DTYPES[entry["dtype"]]
     written = [i for i, name in enumerate(kernel.shape.runtime_args) if name in kernel.written]
     moved = kernel.shape.argument_bytes(args)
     policies = {name: plan_launch(kernel.shape, numels, dtype, policy, spec, bytes_moved=moved)

@@ -30,7 +30,7 @@ from .compiler.plan import kernel_kind
 from .kernel_args import is_output
 
 TEST_SHARE = 30  # percent of kernels in the test part
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
+DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8,
     torch.int16, torch.int32, torch.int64, torch.bool)}
 
@@ -147,7 +147,7 @@ def make_arguments(entry: dict, device: str | torch.device, seed: int = 0) -> li
         if "dtype" not in argument:
             out.append(argument["value"])
             continue
-        dtype = _DTYPES[argument["dtype"]]
+        dtype = DTYPES[argument["dtype"]]
         size = max(1, argument["storage"])
         if dtype.is_floating_point:
             storage = torch.randn(size, generator=generator).to(dtype)

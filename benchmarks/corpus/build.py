@@ -235,7 +235,7 @@ def _entries(workload: Workload) -> Iterator[dict]:
 
 
 def thin_sizes(entries: list[dict], keep: int = MAX_SIZES) -> list[dict]:
-    """At most `keep` size signatures of each code: the smallest, the largest and those
+    """At most `keep` size signatures of each structure: the smallest, the largest and those
     between them evenly (by total elements)."""
     by_structure: dict[str, list[dict]] = collections.defaultdict(list)
     for entry in entries:
