@@ -69,6 +69,10 @@ class KernelQuestion:
     candidates: Callable[[], Sequence[LaunchConfig]]  # every legal config (autotune's space)
     predict: Callable[[LaunchConfig], float]  # the performance model's seconds for one
     rules: Callable[[], Optional[LaunchConfig]] = lambda: None  # its four answers' config
+    static_blocks: dict[str, int] = dataclasses.field(default_factory=dict)  # fixed in its
+    #   code (a persistent reduction's R0_BLOCK): a tile is these times the config's blocks
+    spills: Callable[[LaunchConfig], Optional[int]] = lambda config: None  # 4-byte words a
+    #   thread spills at a config as ptxas compiles it for the spec (None: not compiled here)
 
 
 Plan = TypeVar("Plan")
@@ -178,6 +182,14 @@ class SeedHeuristics(Heuristics):
         return ReductionConfig(1, rblock, max(4, self.select_num_warps(rblock)))
 
 
+def _distance(config: LaunchConfig, other: LaunchConfig) -> float:
+    """How far apart two configs' blocks and warps are, in doublings."""
+    pairs = [(config.blocks.get(name, 1), other.blocks.get(name, 1))
+             for name in set(config.blocks) | set(other.blocks)]
+    pairs.append((config.num_warps, other.num_warps))
+    return sum(abs(math.log2(a / b)) for a, b in pairs)
+
+
 class GXUHeuristics(Heuristics):
     """gxusim's default: big tiles under a capped grid, everything derived from the spec.
 
@@ -205,11 +217,11 @@ class GXUHeuristics(Heuristics):
     Column reductions (loads contiguous along x) take 128 columns per tile.
 
     The rules are read against the kernel's traits (`choose_*`): where the rules' tile would
-    keep more registers a thread than `REGISTERS_PER_THREAD` (each element's loaded words
-    and a looped reduction's accumulators, `registers_per_thread`: a pointwise kernel of six
-    streams at 64 elements a thread), the legal config the performance model predicts
-    fastest among those that fit is taken instead. Every rule tile of the ceiling benchmark
-    fits.
+    spill, holding more registers a thread than the spec's `register_budget` at its warps
+    (each element's loaded words and a looped reduction's accumulators, estimated by
+    `registers_per_thread` and, where the estimate is close to the budget, counted in the
+    binary ptxas makes of it), the legal config the performance model predicts fastest
+    among those that do not spill is taken instead.
 
     Gathers reduced in one pass (embedding bags) are not pipelined: a pipelined chunk loop
     reads its indices from their copies in the copies' layout, so each thread loads the
@@ -254,40 +266,60 @@ class GXUHeuristics(Heuristics):
     GATHER_WARPS = 4
 
     SEES_KERNEL = True  # False: the rules alone, traits or not (what the rules would pick)
-    # Registers a thread may hold before ptxas spills (sm_90's limit per thread), and what
-    # a tile loop's indexing, masks and loop state take besides the elements' values.
-    REGISTERS_PER_THREAD = 255
+    # What a tile loop's indexing, masks and loop state take of a thread's registers besides
+    # its elements' values.
     REGISTERS_FOR_INDEXING = 24
+    # The traits' estimate is 0.9 to 2.3 times the registers ptxas needs (10th and 90th
+    # percentiles over the corpus fit part, `benchmarks/corpus/registers.py`): below
+    # SURE_FIT times the budget the tile fits, above SURE_SPILL times it spills, and between
+    # the binary decides (at most MAX_BINARIES compiles a kernel; then the estimate alone).
+    SURE_FIT = 0.9
+    SURE_SPILL = 2.5
+    MAX_BINARIES = 8
 
     def _spec(self) -> HardwareSpec:
         return self.spec or current_spec()
 
     def registers_per_thread(self, traits: KernelTraits, config: LaunchConfig,
-                             spec: HardwareSpec) -> int:
-        """An estimate of one thread's registers at `config`: what it keeps for each of its
+                             spec: HardwareSpec, static_blocks: Optional[dict[str, int]] = None
+                             ) -> int:
+        """An estimate of one thread's registers at `config` (with the kernel's
+        `static_blocks`, the tile's sizes its code fixes): what it keeps for each of its
         elements (`KernelTraits.registers_per_element`), one element's temporaries, and
         the tile loop's indexing."""
-        elements = math.prod(config.blocks.values())
+        elements = math.prod({**(static_blocks or {}), **config.blocks}.values())
         per_thread = max(1, elements // (config.num_warps * spec.warp_size))
         return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread + \
             traits.live_values
 
     def _within_registers(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        """None (the rules decide) where the kernel's traits say the rules' config fits a
-        thread's registers, or the kernel has no traits; else the config the performance
-        model predicts fastest among those that fit (all, where none does)."""
+        """None (the rules decide) where the rules' config does not spill, or the kernel
+        has no traits; else the config the performance model predicts fastest among those
+        that do not (ties: the one nearest the rules' tile; all configs, where none fits)."""
         if kernel.traits is None or not self.SEES_KERNEL:
             return None
         rules = kernel.rules()
-        if rules is None or self._fits(kernel, rules):
+        compiles = [0]
+        if rules is None or self._fits(kernel, rules, compiles):
             return None
-        configs = list(kernel.candidates())
-        fitting = [c for c in configs if self._fits(kernel, c)] or configs
-        return min(fitting, key=kernel.predict) if fitting else None
+        configs = sorted(kernel.candidates(),
+                         key=lambda c: (kernel.predict(c), _distance(c, rules)))
+        return next((c for c in configs if self._fits(kernel, c, compiles)),
+                    configs[0] if configs else None)
 
-    def _fits(self, kernel: KernelQuestion, config: LaunchConfig) -> bool:
-        return self.registers_per_thread(kernel.traits, config, kernel.spec) <= \
-            self.REGISTERS_PER_THREAD
+    def _fits(self, kernel: KernelQuestion, config: LaunchConfig, compiles: list[int]) -> bool:
+        """Whether `config` keeps a thread within the spec's register budget: the traits'
+        estimate where it is clear, else ptxas's binary (`compiles[0]` counts them)."""
+        budget = kernel.spec.register_budget(config.num_warps)
+        estimate = self.registers_per_thread(kernel.traits, config, kernel.spec,
+                                             kernel.static_blocks)
+        if estimate <= self.SURE_FIT * budget or estimate > self.SURE_SPILL * budget:
+            return estimate <= budget
+        spilled = None
+        if compiles[0] < self.MAX_BINARIES:
+            compiles[0] += 1
+            spilled = kernel.spills(config)
+        return estimate <= budget if spilled is None else spilled == 0
 
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         return self._within_registers(kernel)
@@ -352,10 +384,13 @@ class GXUHeuristics(Heuristics):
 
     def select_gather_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
                                 ) -> ReductionConfig:
-        rows_per_program = next_power_of_2(cdiv(xnumel, self._spec().max_grid))
-        return ReductionConfig(min(rows_per_program, self.GATHER_ROWS),
-                               min(next_power_of_2(rnumel), self.GATHER_CHUNK),
-                               min(self.GATHER_WARPS, self._spec().max_num_warps), 1)
+        # Fewer rows than GATHER_ROWS a program (a loss over a few rows of many tokens): the
+        # tile keeps its measured size in longer chunks, on more warps, so each program
+        # still has a tile's loads in flight.
+        rows = min(next_power_of_2(cdiv(xnumel, self._spec().max_grid)), self.GATHER_ROWS)
+        scale = self.GATHER_ROWS // rows
+        return ReductionConfig(rows, min(next_power_of_2(rnumel), self.GATHER_CHUNK * scale),
+                               min(self.GATHER_WARPS * scale, self._spec().max_num_warps), 1)
 
     def select_column_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
                                 ) -> ReductionConfig:

@@ -40,9 +40,10 @@ from gxusim.findings import check_launch
 from gxusim.kernel_args import is_output
 from gxusim.spec import HardwareSpec, current_spec
 from gxusim.traits import KernelTraits
+from gxusim.triton_launch import cross_compiled_resources
 
 from .autotune import AutotuneHeuristics
-from .heuristics import GXUHeuristics, Heuristics
+from .heuristics import GXUHeuristics, Heuristics, LaunchConfig
 from .plan import LaunchPlan, kernel_shape, plan_launch, sized_key
 from .policies import current_heuristics
 
@@ -143,6 +144,7 @@ class GXUKernel:
         self.written = frozenset(inductor_meta.get("mutated_arg_names", ())) | {
             name for name in self.shape.runtime_args if is_output(name)}
         self._prepared: dict[tuple, _Prepared] = {}
+        self._spilled: dict[tuple, Optional[int]] = {}
         self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
         self.fusion = tuple(inductor_meta.get("original_aten", ()))
@@ -195,7 +197,29 @@ class GXUKernel:
         return plan_launch(self.shape, numels, dtype, policy, spec,
                            time_plan if target.can_time and not _predicting.get() else None,
                            sized_key(self.shape.source, numels, dtype, spec),
-                           self.shape.argument_bytes(args))
+                           self.shape.argument_bytes(args),
+                           lambda config: self.spilled_words(config, spec))
+
+    def spilled_words(self, config: LaunchConfig, spec: HardwareSpec) -> Optional[int]:
+        """4-byte words a thread spills at `config`, in the binary ptxas makes of the kernel
+        for the spec's `ptxas_capability` (compiled here, on any machine, the same on every
+        target so that the emulator plans what the GPU runs); None where Triton cannot
+        compile it here."""
+        key = (tuple(sorted(config.blocks.items())), config.num_warps, config.num_stages,
+               spec.ptxas_capability)
+        if key not in self._spilled:
+            options = {"num_warps": config.num_warps,
+                       **({} if config.num_stages is None else {"num_stages": config.num_stages})}
+            try:
+                resources = cross_compiled_resources(
+                    self.fn, self.triton_meta["signature"], self.triton_meta["configs"][0],
+                    config.blocks, options, spec.ptxas_capability)
+            except Exception as error:  # noqa: BLE001 - no binary: the policy's estimate decides
+                launch_records.log.debug("gxusim: %s not compiled for sm_%d: %s", self.name,
+                                         spec.ptxas_capability, error)
+                resources = None
+            self._spilled[key] = None if resources is None else resources.spills
+        return self._spilled[key]
 
     def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
         """Compile the kernel for each plan in parallel threads, before tools time them one

@@ -355,9 +355,11 @@ def predicted_seconds(shape: KernelShape, numels: dict[str, int], plan: LaunchPl
 
 def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
                     spec: HardwareSpec, bytes_moved: float,
-                    answers: Optional[Callable[[], LaunchPlan]] = None) -> KernelQuestion:
+                    answers: Optional[Callable[[], LaunchPlan]] = None,
+                    spills: Optional[SpilledWords] = None) -> KernelQuestion:
     """What a policy's per-kind question receives about this kernel at these sizes;
-    `answers` plans from the policy's four answers (`answers_plan`)."""
+    `answers` plans from the policy's four answers (`answers_plan`), `spills` counts a
+    config's spilled words in its binary (the launcher compiles it)."""
     def candidates() -> list[LaunchConfig]:
         return [LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
                 for plan in candidate_plans(shape, numels, spec)]
@@ -372,7 +374,8 @@ def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dty
         plan = answers()
         return LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
     return KernelQuestion(shape.name, kernel_kind(shape), shape.traits, dict(numels), dtype,
-                          spec, candidates, predict, rules)
+                          spec, candidates, predict, rules, dict(shape.static_blocks),
+                          spills or (lambda config: None))
 
 
 def _chosen_plan(shape: KernelShape, numels: dict[str, int], policy: Heuristics,
@@ -408,16 +411,17 @@ KIND_QUESTIONS = {"pointwise": "choose_pointwise", "pointwise_2d": "choose_tile_
 
 
 def rule_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
-              policy: Heuristics, spec: HardwareSpec, bytes_moved: float = 0.0) -> LaunchPlan:
+              policy: Heuristics, spec: HardwareSpec, bytes_moved: float = 0.0,
+              spills: Optional[SpilledWords] = None) -> LaunchPlan:
     """The policy's answer for this kind of kernel (`choose_*`), or its four answers,
     clamped by the spec. `bytes_moved` (the arguments' bytes) is what the performance model
-    the per-kind question offers takes as moved."""
+    the per-kind question offers takes as moved; `spills` what it offers of the binary."""
     if shape.is_reduction and shape.is_2d:
         raise NotImplementedError(
             f"gxusim: kernel {shape.name} is a reduction tiled over two grid axes (XBLOCK and "
             f"YBLOCK); gxu plans reductions over rows only, so it cannot be launched")
     question = kernel_question(shape, numels, dtype, spec, bytes_moved,
-                               lambda: answers_plan(shape, numels, dtype, policy, spec))
+                               lambda: answers_plan(shape, numels, dtype, policy, spec), spills)
     method = KIND_QUESTIONS.get(question.kind, "choose_reduction")
     config = _policy_call(policy, method, question)
     if config is not None:
@@ -558,6 +562,7 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
 
 
 TimePlan = Callable[[LaunchPlan], float]
+SpilledWords = Callable[[LaunchConfig], Optional[int]]
 
 
 def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
@@ -571,13 +576,14 @@ def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
 
 def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
                 policy: Heuristics, spec: HardwareSpec, time_plan: Optional[TimePlan] = None,
-                key: str = "", bytes_moved: float = 0.0) -> LaunchPlan:
+                key: str = "", bytes_moved: float = 0.0,
+                spills: Optional[SpilledWords] = None) -> LaunchPlan:
     """The launch plan for one kernel call: found by the policy's `search` (if it measures:
     it gets the legal plans ranked by the performance model, fastest predicted first), else
     from its answers; within the spec either way."""
     found = policy.search(lambda: ranked_plans(shape, numels, spec, bytes_moved), time_plan, key)
     if found is None:
-        return rule_plan(shape, numels, dtype, policy, spec, bytes_moved)
+        return rule_plan(shape, numels, dtype, policy, spec, bytes_moved, spills)
     if not isinstance(found, LaunchPlan) or found.programs > spec.max_grid or \
             found.num_warps > spec.max_num_warps:
         raise PolicyError(f"policy {policy.name!r}: search returned {found!r}, which is not a "

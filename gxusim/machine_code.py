@@ -84,17 +84,42 @@ class MachineCode(NamedTuple):
         return cls(tuple(map(loop, loops)), loop(body))
 
 
-def _nvdisasm() -> Optional[str]:
-    """Triton's bundled nvdisasm (both Triton 3.6 and 3.9 ship it), else one on PATH."""
+def cuda_tool(name: str) -> Optional[str]:
+    """Triton's bundled CUDA binary tool `name` (Triton 3.6 and 3.9 ship nvdisasm and
+    cuobjdump), else one on PATH."""
     try:
         import triton
         bundled = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
-                               "nvdisasm")
+                               name)
         if os.access(bundled, os.X_OK):
             return bundled
     except ImportError:
         pass
-    return shutil.which("nvdisasm")
+    return shutil.which(name)
+
+
+def _nvdisasm() -> Optional[str]:
+    return cuda_tool("nvdisasm")
+
+
+_RESOURCE_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+
+
+def resource_usage(cubin: bytes) -> Optional[tuple[int, int, int]]:
+    """(registers a thread, stack-frame bytes a thread (spilled words live there), shared
+    bytes) of the cubin's kernel, as cuobjdump reports them; None without cuobjdump."""
+    tool = cuda_tool("cuobjdump")
+    if tool is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        result = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True)
+    found = _RESOURCE_USAGE.search(result.stdout)
+    if result.returncode != 0 or found is None:
+        return None
+    registers, stack, shared, local = map(int, found.groups())
+    return registers, stack + local, shared
 
 
 def disassemble(cubin: bytes) -> Optional[str]:

@@ -284,12 +284,10 @@ def _round_trips(field: str, seconds: float, reused: float,
 
 
 def register_budget(facts: LaunchFacts, spec: HardwareSpec) -> int:
-    """32-bit registers one thread may hold: the SM's register file over one program's
-    threads, at most max_regs_per_thread (H200: 255 up to 8 warps, 128 at 16). As in the
-    emulator's occupancy model, the register allocator sizes a thread for one resident
-    program; more programs per SM are resident only if their registers fit besides."""
-    threads = facts.num_warps * spec.warp_size
-    return max(1, min(spec.max_regs_per_thread, spec.regs_per_sm // threads))
+    """32-bit registers one thread of the launch may hold (`HardwareSpec.register_budget`).
+    As in the emulator's occupancy model, the register allocator sizes a thread for one
+    resident program; more programs per SM are resident only if their registers fit besides."""
+    return spec.register_budget(facts.num_warps)
 
 
 def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:

@@ -88,7 +88,18 @@ class HardwareSpec:
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
     # context of sm_count SMs) instead of the whole GPU.
     gpu_partition: bool = False
+    # The NVIDIA compute capability (90: sm_90) whose ptxas allocates a kernel's registers
+    # where gxusim needs the binary's count before any GPU runs it (a policy asking whether
+    # a tile spills): a part without a compiler of its own, with this spec's register file.
+    ptxas_capability: int = 90
     description: str = ""
+
+    def register_budget(self, num_warps: int) -> int:
+        """32-bit registers one thread of a `num_warps`-warp program may hold before its
+        compiler spills: the SM's register file over the program's threads, at most
+        max_regs_per_thread (H200: 255 up to 8 warps, 128 at 16)."""
+        return max(1, min(self.max_regs_per_thread,
+                          self.regs_per_sm // (num_warps * self.warp_size)))
 
     def __post_init__(self) -> None:
         if isinstance(self.smem_carveouts, list):  # as a TOML file gives it
@@ -107,7 +118,7 @@ class HardwareSpec:
 _POSITIVE_INTS = (
     "sm_count", "max_grid", "max_num_warps", "max_blocks_per_sm", "max_warps_per_sm",
     "warp_size", "max_threads_per_block", "regs_per_sm", "smem_per_sm", "max_regs_per_thread",
-    "register_alloc_unit", "register_sub_partitions",
+    "register_alloc_unit", "register_sub_partitions", "ptxas_capability",
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 _CACHE_BYTES = ("l2_bytes", "l1_bytes", "l2_kept_bytes", "l2_kept_none_bytes")  # 0: not modelled

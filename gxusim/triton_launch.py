@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import triton
 
-from .machine_code import MachineCode, disassemble, loop_code
+from .machine_code import MachineCode, disassemble, loop_code, resource_usage
 
 
 def _hooked(hook: Any) -> bool:
@@ -88,6 +88,24 @@ def _machine_code(binary: Any) -> Optional[MachineCode]:
     cubin = binary.asm.get("cubin") if hasattr(binary, "asm") else None
     sass = disassemble(cubin) if cubin else None
     return loop_code(sass) if sass else None
+
+
+def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
+                             constants: dict[str, Any], options: dict[str, Any],
+                             capability: int) -> Optional[Resources]:
+    """The resources of the binary `fn` compiles to for an NVIDIA GPU of compute
+    `capability` (90: sm_90), compiled on this machine by Triton and its bundled ptxas,
+    no GPU needed; None where cuobjdump cannot read them. `signature` and `attrs` as
+    Inductor's `triton_meta` gives them ("signature", "configs"[0]); `constants` the
+    constexpr values (block sizes)."""
+    from triton.backends.compiler import GPUTarget
+    source = triton.compiler.ASTSource(fn, dict(signature), dict(constants), attrs)
+    binary = triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
+    usage = resource_usage(binary.asm["cubin"])
+    if usage is None:
+        return None
+    registers, frame_bytes, _ = usage
+    return Resources(frame_bytes // 4, registers, binary.metadata.shared, None)
 
 
 def compiled_resources(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],

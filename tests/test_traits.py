@@ -154,11 +154,63 @@ def test_gxu_gives_a_register_hungry_kernel_the_models_fastest_config_that_fits(
     assert plan.rules["XBLOCK"] == "gxu.choose_pointwise"
     question = kernel_question(hungry, numels, torch.float32, spec, 8 << 24)
     fitting = [c for c in question.candidates()
-               if gxu.registers_per_thread(hungry.traits, c, spec) <= gxu.REGISTERS_PER_THREAD]
+               if gxu.registers_per_thread(hungry.traits, c, spec) <= spec.register_budget(c.num_warps)]
     best = min(fitting, key=question.predict)
     assert (plan.meta, plan.num_warps) == (best.blocks, best.num_warps)
     lean = plan_launch(POINTWISE, numels, torch.float32, gxu, spec, bytes_moved=8 << 24)
     assert plan.meta["XBLOCK"] / plan.num_warps < lean.meta["XBLOCK"] / lean.num_warps
+
+
+class RulesAlone(GXUHeuristics):
+    name = "rules"
+    SEES_KERNEL = False
+
+
+def test_where_the_estimate_is_close_the_binary_decides_whether_a_tile_spills():
+    """A kernel whose estimate lands between SURE_FIT and SURE_SPILL times the budget at
+    the rules' tile: gxu compiles that tile; a binary that spills moves it to the model's
+    fastest config whose binary does not, one that does not keeps the rules."""
+    spec, gxu, numels = gxusim.load_spec("gxu"), GXUHeuristics(), {"xnumel": 1 << 24}
+    loads = tuple(Access(f"in_ptr{i}", "float32", 4, True, False, False, False) for i in range(3))
+    close = dataclasses.replace(POINTWISE, traits=dataclasses.replace(POINTWISE.traits,
+                                                                      loads=loads))
+    rules = plan_launch(close, numels, torch.float32, RulesAlone(), spec, bytes_moved=8 << 24)
+    rules_config = LaunchConfig(rules.meta, rules.num_warps)
+    estimate = gxu.registers_per_thread(close.traits, rules_config, spec)
+    budget = spec.register_budget(rules.num_warps)
+    assert gxu.SURE_FIT * budget < estimate <= gxu.SURE_SPILL * budget
+    compiled = []
+
+    def spills_at_the_rules_tile(config):
+        compiled.append(config)
+        return 40 if config == rules_config else 0
+    moved = plan_launch(close, numels, torch.float32, gxu, spec, bytes_moved=8 << 24,
+                        spills=spills_at_the_rules_tile)
+    assert compiled[0] == rules_config and moved.rules["XBLOCK"] == "gxu.choose_pointwise"
+    assert (moved.meta, moved.num_warps) != (rules.meta, rules.num_warps)
+    assert len(compiled) <= 1 + gxu.MAX_BINARIES
+    kept = plan_launch(close, numels, torch.float32, gxu, spec, bytes_moved=8 << 24,
+                       spills=lambda config: 0)
+    assert (kept.meta, kept.num_warps) == (rules.meta, rules.num_warps)
+
+
+def test_a_kernel_compiled_here_for_sm_90_reports_ptxas_registers_and_spills():
+    """No GPU needed: Triton and its bundled ptxas compile for the spec's capability. A
+    wide tile of many streams on 16 warps (128 registers a thread) spills; a narrow one
+    does not."""
+    from gxusim.compiler import launcher
+    from gxusim.machine_code import cuda_tool
+    if cuda_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump beside Triton to read a binary's registers")
+    torch._dynamo.reset()
+    inputs = [torch.randn(1 << 16, device="gxu") for _ in range(8)]
+    with launcher.capture() as captured:
+        torch.compile(lambda *ts: sum(t.sin() * t.cos() for t in ts))(*inputs)
+    torch._dynamo.reset()
+    (kernel,) = {c.kernel for c in captured}
+    spec = gxusim.load_spec("gxu")
+    assert kernel.spilled_words(LaunchConfig({"XBLOCK": 512}, 16), spec) == 0
+    assert kernel.spilled_words(LaunchConfig({"XBLOCK": 32768}, 16), spec) > 0
 
 
 def test_a_kernel_without_traits_is_planned_by_the_rules():
