@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import time
 from typing import Callable, Iterator
 
@@ -40,7 +39,6 @@ from triton.runtime.errors import OutOfResources
 import gxusim
 from gxusim import target as targets
 from gxusim.compiler import launcher
-from gxusim.compiler.autotune import AutotuneHeuristics
 from gxusim.compiler.heuristics import GXUHeuristics
 from gxusim.compiler.plan import candidate_plans, plan_launch, ranked_plans
 from gxusim.compiler.policies import resolve_policy
@@ -255,7 +253,7 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
     target = targets.active()
     kernel = corpus.load_kernel(entry)
     args = corpus.make_arguments(entry, "cuda")
-    numels, dtype = kernel.numels(args), corpus.DTYPES[entry["dtype"]]
+    numels = kernel.numels(args)
     written = [i for i, name in enumerate(kernel.shape.runtime_args) if name in kernel.written]
     moved = kernel.shape.argument_bytes(args)
     policies = {name: kernel.plan(args, numels, policy, spec)
@@ -318,65 +316,6 @@ def corpus_sample(entries: list[dict], part: str, count: int) -> list[dict]:
     return _taking_turns([by_kind([e for e in entries if e["part"] == p]) for p in parts])[:count]
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def guided_search(row: dict, stop_ratio: float = AutotuneHeuristics.STOP_RATIO,
-                  min_timed: int = AutotuneHeuristics.MIN_TIMED) -> tuple[float, int]:
-    """(seconds of the config model-guided autotune keeps, configs it times) on a measured
-    corpus row: its candidates in the model's order, through `AutotuneHeuristics`' rule."""
-    ranked = sorted((c for c in row["candidates"] if c["seconds"]),
-                    key=lambda c: c["predicted_s"])
-    timed: list[float] = []
-    for candidate in ranked:
-        if len(timed) >= min_timed and candidate["predicted_s"] > stop_ratio * min(timed):
-            break
-        timed.append(candidate["seconds"])
-    return min(timed), len(timed)
-
-
-def model_pick(row: dict) -> float:
-    """The measured time of the config the model predicts fastest among those that fit a
-    thread's registers (all, where none does)."""
-    timed = [c for c in row["candidates"] if c["seconds"]]
-    fitting = [c for c in timed if c.get("fits", True)] or timed
-    return min(fitting, key=lambda c: c["predicted_s"])["seconds"]
-
-
-def corpus_table(rows: list[dict]) -> str:
-    """Per kernel kind: each policy's time against the capped ceiling (geometric mean and
-    worst kernel), how often gxu is at least as fast as seed, and what model-guided autotune
-    times."""
-    measured = [r for r in rows if r.get("candidates") and any(c["seconds"] for c in r["candidates"])]
-    groups: dict[str, list[dict]] = {}
-    for row in measured:
-        groups.setdefault(row["kind"], []).append(row)
-    lines = []
-    for kind, group in sorted(groups.items()) + [("all", measured)]:
-        ratios: dict[str, list[float]] = {"gxu": [], "seed": [], "rules": [], "model": [],
-                                          "guided": []}
-        timed, not_slower = [], 0
-        for row in group:
-            ceiling = min(c["seconds"] for c in row["candidates"] if c["seconds"])
-            guided_s, count = guided_search(row)
-            for name, seconds in (("gxu", row["gxu"]["seconds"]), ("seed", row["seed"]["seconds"]),
-                                  ("rules", row["rules"]["seconds"]), ("model", model_pick(row)),
-                                  ("guided", guided_s)):
-                ratios[name].append(ceiling / seconds)
-            timed.append(count)
-            not_slower += row["gxu"]["seconds"] <= 1.05 * row["seed"]["seconds"]
-        worst = min(group, key=lambda r: min(c["seconds"] for c in r["candidates"] if c["seconds"])
-                    / r["gxu"]["seconds"])
-        lines.append((kind, len(group), *(f"{_geomean(ratios[n]):.3f} / {min(ratios[n]):.2f}"
-                                          for n in ("gxu", "seed", "rules", "model", "guided")),
-                      f"{not_slower / len(group):.0%}", f"{sorted(timed)[len(timed) // 2]}",
-                      worst["kernel"][:40]))
-    return format_table(("kind", "kernels", "gxu/ceiling (geomean / worst)", "seed", "gxu rules",
-                         "model's pick", "guided autotune", "gxu >= seed (5%)",
-                         "guided timed (median)", "gxu's worst kernel"), lines)
-
-
 def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float) -> list[dict]:
     from gxusim import corpus
     spec = gxusim.current_spec()
@@ -405,10 +344,11 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
 
 
 def print_corpus_tables(rows: list[dict], spec_name: str) -> None:
+    from gxusim import corpus
     for part in ("test", "fit"):
         chosen = [r for r in rows if r["part"] == part]
         if chosen:
-            print(f"\n{part} part, {len(chosen)} kernels, spec {spec_name}:\n{corpus_table(chosen)}")
+            print(f"\n{part} part, {len(chosen)} kernels, spec {spec_name}:\n{format_table(*corpus.measured_summary(chosen))}")
 
 
 def main() -> None:

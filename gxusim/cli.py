@@ -7,6 +7,7 @@ traceback means a bug of gxusim's, or `gxusim --debug`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -117,6 +118,16 @@ def _sweep(args: argparse.Namespace) -> int:
     return _show(rows, args)
 
 
+def _is_measured_corpus(path: Path) -> bool:
+    """Whether `path` holds `benchmarks/bench_ceiling.py --corpus --json` rows."""
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False  # sweep.load names what is wrong with it
+    return isinstance(rows, list) and bool(rows) and isinstance(rows[0], dict) and \
+        "candidates" in rows[0]
+
+
 def _runner(args: argparse.Namespace):
     from gxusim import distributed
     if args.ray is not None:
@@ -131,6 +142,11 @@ def _runner(args: argparse.Namespace):
 
 def _report(args: argparse.Namespace) -> int:
     from gxusim import html_report, sweep
+    if _is_measured_corpus(Path(args.results)):
+        index = html_report.write_corpus_report(json.loads(Path(args.results).read_text()),
+                                                Path(args.out))
+        print(f"HTML report of the measured corpus written to {index}")
+        return 0
     rows = sweep.load(Path(args.results))
     status = _show(rows, args)
     index = html_report.write_report(rows, Path(args.out))
@@ -308,7 +324,8 @@ def parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_sweep)
     report = commands.add_parser("report", help="tables, plots and an HTML report of a "
                                                 "saved sweep")
-    report.add_argument("results", help="JSON written by gxusim sweep --json")
+    report.add_argument("results", help="JSON written by gxusim sweep --json, or by "
+                        "benchmarks/bench_ceiling.py --corpus --json (a measured corpus)")
     report.add_argument("--out", default="gxusim-report", type=_output_folder,
                         help="folder for index.html and its plots (default: gxusim-report)")
     report.add_argument("--plot", type=_output_file, help="also save a bar chart (PNG)")

@@ -22,7 +22,7 @@ import math
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import torch
 
@@ -121,6 +121,84 @@ def summary(entries: list[dict]) -> str:
             f"\n{len(entries)} kernels ({codes} structures): "
             f"{sum(e['part'] == 'fit' for e in entries)} fit, "
             f"{sum(e['part'] == 'test' for e in entries)} test")
+
+
+# --- measured entries (benchmarks/bench_ceiling.py --corpus) --------------------------------
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def guided_search(row: dict, stop_ratio: Optional[float] = None,
+                  min_timed: Optional[int] = None) -> tuple[float, int]:
+    """(seconds of the config model-guided autotune keeps, configs it times) on a measured
+    corpus row: its candidates in the model's order, through `AutotuneHeuristics`' rule."""
+    from .compiler.autotune import AutotuneHeuristics
+    stop_ratio = AutotuneHeuristics.STOP_RATIO if stop_ratio is None else stop_ratio
+    min_timed = AutotuneHeuristics.MIN_TIMED if min_timed is None else min_timed
+    ranked = sorted((c for c in row["candidates"] if c["seconds"]),
+                    key=lambda c: c["predicted_s"])
+    timed: list[float] = []
+    for candidate in ranked:
+        if len(timed) >= min_timed and candidate["predicted_s"] > stop_ratio * min(timed):
+            break
+        timed.append(candidate["seconds"])
+    return min(timed), len(timed)
+
+
+def model_pick(row: dict) -> float:
+    """The measured time of the config the model predicts fastest among those that fit a
+    thread's registers (all, where none does)."""
+    timed = [c for c in row["candidates"] if c["seconds"]]
+    fitting = [c for c in timed if c.get("fits", True)] or timed
+    return min(fitting, key=lambda c: c["predicted_s"])["seconds"]
+
+
+def measured_summary(rows: list[dict]) -> tuple[tuple[str, ...], list[tuple]]:
+    """(header, lines) of measured corpus rows (`benchmarks/bench_ceiling.py --corpus`),
+    per kernel kind and for all: each policy's time against the capped ceiling (geometric
+    mean / worst kernel), how often gxu is at least as fast as seed, and what model-guided
+    autotune times."""
+    measured = measured_rows(rows)
+    groups: dict[str, list[dict]] = {}
+    for row in measured:
+        groups.setdefault(row["kind"], []).append(row)
+    lines = []
+    for kind, group in sorted(groups.items()) + [("all", measured)]:
+        ratios = {name: ceiling_ratios(group, name) for name in POLICIES_MEASURED}
+        timed = sorted(guided_search(row)[1] for row in group)
+        not_slower = sum(row["gxu"]["seconds"] <= 1.05 * row["seed"]["seconds"] for row in group)
+        worst = min(group, key=lambda r: ceiling(r) / r["gxu"]["seconds"])
+        lines.append((kind, len(group), *(f"{_geomean(ratios[n]):.3f} / {min(ratios[n]):.2f}"
+                                          for n in POLICIES_MEASURED),
+                      f"{not_slower / len(group):.0%}", f"{timed[len(timed) // 2]}",
+                      worst["kernel"][:40]))
+    return (("kind", "kernels", "gxu/ceiling (geomean / worst)", "seed", "gxu rules",
+             "model's pick", "guided autotune", "gxu >= seed (5%)", "guided timed (median)",
+             "gxu's worst kernel"), lines)
+
+
+POLICIES_MEASURED = ("gxu", "seed", "rules", "model", "guided")
+
+
+def measured_rows(rows: list[dict]) -> list[dict]:
+    """The rows with at least one candidate timed."""
+    return [r for r in rows if r.get("candidates") and any(c["seconds"] for c in r["candidates"])]
+
+
+def ceiling(row: dict) -> float:
+    """The capped ceiling of a measured row: its fastest candidate's seconds."""
+    return min(c["seconds"] for c in row["candidates"] if c["seconds"])
+
+
+def ceiling_ratios(rows: list[dict], policy: str) -> list[float]:
+    """Per measured row, the ceiling over `policy`'s seconds (1: at the ceiling); "model"
+    is the model's pick, "guided" what model-guided autotune keeps."""
+    def seconds(row: dict) -> float:
+        if policy == "model":
+            return model_pick(row)
+        return guided_search(row)[0] if policy == "guided" else row[policy]["seconds"]
+    return [ceiling(row) / seconds(row) for row in measured_rows(rows)]
 
 
 # --- launching an entry again ---------------------------------------------------------------

@@ -456,3 +456,68 @@ def write_report(rows: list[dict], out_dir: Path = Path("gxusim-report")) -> Pat
     index = out_dir / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
+
+
+# --- a measured kernel corpus (benchmarks/bench_ceiling.py --corpus) ----------------------
+
+def _draw_ceiling_shares(axes: Axes, rows: Sequence[dict]) -> None:
+    from . import corpus
+    for i, policy in enumerate(corpus.POLICIES_MEASURED):
+        ratios = sorted(corpus.ceiling_ratios(list(rows), policy))
+        shares = [(k + 1) / len(ratios) for k in range(len(ratios))]
+        axes.step(ratios, shares, where="post", label=policy, color=f"C{i}")
+    axes.set_xlabel("time at the capped ceiling / the policy's time")
+    axes.set_ylabel("share of kernels at or below")
+    axes.set_xlim(0, 1.05)
+    axes.grid(alpha=0.3)
+    _legend(axes)
+
+
+def _corpus_part(part: str, rows: Sequence[dict], out_dir: Path) -> str:
+    from . import corpus
+    header, lines = corpus.measured_summary(list(rows))
+    plot = f"{PLOT_PREFIX}corpus-{_file_slug(part)}.png"
+    _save(lambda axes: _draw_ceiling_shares(axes, rows), out_dir / plot)
+    per_kernel = sorted(corpus.measured_rows(list(rows)),
+                        key=lambda r: corpus.ceiling(r) / r["gxu"]["seconds"])
+    kernels = [(html.escape(r["kernel"]), html.escape(r["kind"]), html.escape(r["dtype"]),
+                _us(corpus.ceiling(r)),
+                *(_ratio(corpus.ceiling_ratios([r], p)[0]) for p in corpus.POLICIES_MEASURED),
+                html.escape(str(r["gxu"]["meta"]) + f" {r['gxu']['num_warps']} warps"))
+               for r in per_kernel]
+    return (f"<h2>{html.escape(part)} part: {len(per_kernel)} kernels</h2>"
+            + _table(header, ([html.escape(str(cell)) for cell in line] for line in lines),
+                     frozenset(range(1, 9)))
+            + f'<div class="plots"><img src="{plot}" alt="ceiling shares, {part} part"></div>'
+            + "<details><summary>every kernel, gxu's worst first</summary><div class=wide>"
+            + _table(("kernel", "kind", "dtype", "ceiling", *corpus.POLICIES_MEASURED,
+                      "gxu's config"), kernels, frozenset(range(3, 9)))
+            + "</div></details>")
+
+
+def write_corpus_report(rows: list[dict], out_dir: Path = Path("gxusim-report")) -> Path:
+    """Write `out_dir/index.html` for a measured kernel corpus (rows of
+    `benchmarks/bench_ceiling.py --corpus --json`): per part, the grouped table of each
+    policy against the capped ceiling, the share of kernels at each fraction of it, and
+    every kernel. Raises ValueError where no row was measured."""
+    from . import corpus
+    if not corpus.measured_rows(rows):
+        raise ValueError("no measured corpus kernel in the rows (rows need candidates with "
+                         "seconds, as benchmarks/bench_ceiling.py --corpus writes them)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(f"{PLOT_PREFIX}*.png"):
+        stale.unlink()
+    devices = ", ".join(sorted({r["device"] for r in rows if r.get("device")}))
+    parts = [part for part in ("test", "fit") if any(r.get("part") == part for r in rows)]
+    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>gxusim kernel corpus</title><style>{STYLE}</style></head><body>"
+            f"<h1>Kernel corpus against the capped ceiling</h1><p class=note>"
+            f"{len(rows)} kernels on {html.escape(devices or 'an unnamed device')}. The ceiling "
+            f"is the fastest legal config timed; each cell is the ceiling's time over the "
+            f"policy's (1.00: at the ceiling), geometric mean / worst kernel.</p>"
+            + "".join(_corpus_part(part, [r for r in rows if r.get("part") == part], out_dir)
+                      for part in parts) + "</body></html>\n")
+    index = out_dir / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index

@@ -98,8 +98,17 @@ def cuda_tool(name: str) -> Optional[str]:
     return shutil.which(name)
 
 
-def _nvdisasm() -> Optional[str]:
-    return cuda_tool("nvdisasm")
+def _read_cubin(tool_name: str, option: str, cubin: bytes) -> Optional[str]:
+    """What the CUDA tool prints for the cubin with `option`; None where the tool is
+    missing or fails."""
+    tool = cuda_tool(tool_name)
+    if tool is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        result = subprocess.run([tool, option, file.name], capture_output=True, text=True)
+    return result.stdout if result.returncode == 0 else None
 
 
 _RESOURCE_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
@@ -108,15 +117,8 @@ _RESOURCE_USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 def resource_usage(cubin: bytes) -> Optional[tuple[int, int, int]]:
     """(registers a thread, stack-frame bytes a thread (spilled words live there), shared
     bytes) of the cubin's kernel, as cuobjdump reports them; None without cuobjdump."""
-    tool = cuda_tool("cuobjdump")
-    if tool is None:
-        return None
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        result = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True)
-    found = _RESOURCE_USAGE.search(result.stdout)
-    if result.returncode != 0 or found is None:
+    found = _RESOURCE_USAGE.search(_read_cubin("cuobjdump", "-res-usage", cubin) or "")
+    if found is None:
         return None
     registers, stack, shared, local = map(int, found.groups())
     return registers, stack + local, shared
@@ -124,14 +126,7 @@ def resource_usage(cubin: bytes) -> Optional[tuple[int, int, int]]:
 
 def disassemble(cubin: bytes) -> Optional[str]:
     """The cubin's SASS as nvdisasm prints it, or None where there is no nvdisasm."""
-    tool = _nvdisasm()
-    if tool is None:
-        return None
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        result = subprocess.run([tool, "-c", file.name], capture_output=True, text=True)
-    return result.stdout if result.returncode == 0 else None
+    return _read_cubin("nvdisasm", "-c", cubin)
 
 
 def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int], set[int]]:

@@ -1,5 +1,6 @@
 """The kernel corpus: entries made from compiled kernels, the fixed split, and the kept file."""
 import collections
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -111,3 +112,41 @@ def test_kept_entries_load_with_their_traits(index):
     assert kernel.shape.traits is not None and kernel.name == entry["kernel"]
     args = corpus.make_arguments(entry, "cpu")
     assert kernel.numels(args) == entry["numels"]
+
+
+def _measured(kernel: str, kind: str, ceiling_s: float, gxu_s: float, seed_s: float) -> dict:
+    """A row as `bench_ceiling.py --corpus` writes it: the model ranks the ceiling's config
+    second, so model-guided autotune must time two candidates to find it."""
+    def plan(seconds, predicted=None, blocks=1024):
+        return {"meta": {"XBLOCK": blocks}, "num_warps": 4, "num_stages": None, "programs": 32,
+                "seconds": seconds, "predicted_s": predicted, "fits": True}
+    return {"id": kernel, "part": "test", "kind": kind, "dtype": "float32", "kernel": kernel,
+            "candidates": [plan(2 * ceiling_s, 1e-6, 512), plan(ceiling_s, 2e-6),
+                           plan(None, 3e-6, 64)],
+            "gxu": plan(gxu_s), "seed": plan(seed_s), "rules": plan(gxu_s),
+            "device": "a GPU"}
+
+
+def test_the_measured_summary_gives_each_policy_against_the_ceiling_by_kind():
+    rows = [_measured("k1", "pointwise", 1e-5, 1e-5, 4e-5),
+            _measured("k2", "pointwise", 1e-5, 2e-5, 1e-5),
+            _measured("k3", "looped_reduction", 3e-5, 6e-5, 9e-5)]
+    header, lines = corpus.measured_summary(rows)
+    table = {line[0]: dict(zip(header, line)) for line in lines}
+    assert table["pointwise"]["kernels"] == 2
+    assert table["pointwise"]["gxu/ceiling (geomean / worst)"] == f"{0.5 ** 0.5:.3f} / 0.50"
+    assert table["pointwise"]["seed"] == f"{0.25 ** 0.5:.3f} / 0.25"
+    assert table["pointwise"]["gxu >= seed (5%)"] == "50%"
+    assert table["all"]["kernels"] == 3 and table["looped_reduction"]["gxu's worst kernel"] == "k3"
+    assert corpus.guided_search(rows[0], stop_ratio=10.0, min_timed=1) == (1e-5, 2)
+    assert corpus.model_pick(rows[0]) == 2e-5  # the model's first choice, not the ceiling
+
+
+def test_gxusim_report_writes_a_page_for_a_measured_corpus(tmp_path):
+    from gxusim.cli import main
+    results = tmp_path / "corpus.json"
+    results.write_text(json.dumps([_measured("k1", "pointwise", 1e-5, 2e-5, 4e-5)]))
+    assert main(["report", str(results), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "test part: 1 kernels" in page and "k1" in page and "0.500 / 0.50" in page
+    assert list((tmp_path / "report").glob("plot-corpus-test.png"))
