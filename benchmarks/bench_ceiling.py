@@ -14,13 +14,15 @@ is checked against the compiled kernel's, and the compiled output against eager.
 
     python benchmarks/bench_ceiling.py [--quick] [--json OUT.json] [--cases NAME ...] [--ray [ADDRESS]]
     python benchmarks/bench_ceiling.py --corpus benchmarks/corpus/kernels.jsonl [--part test|fit|all]
-        [--count N] [--budget SECONDS] [--json OUT.json]
+        [--count N] [--budget SECONDS] [--json OUT.json [--resume]] [--gpus N]
     python benchmarks/bench_ceiling.py --corpus-table OUT.json
 
 With `--corpus`, each corpus kernel (`benchmarks/corpus/README.md`) is timed at every legal
 config, under `seed`, `gxu` and gxu's rules alone; the table by kernel kind puts beside them
 the model's pick among the configs that fit a thread's registers and model-guided autotune's
-pick, both replayed from the stored times.
+pick, both replayed from the stored times. `--resume` keeps the kernels already in
+`--json` and measures the rest (visits to a GPU add up); `--gpus N` runs one process per
+GPU, each a shard of the sample, and merges their rows.
 
 With `--ray`, each case's search is a Ray task holding one GPU (`gxusim.distributed`): a
 machine's or a cluster's GPUs search N cases at once, and the rows are the same.
@@ -30,7 +32,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -316,11 +320,18 @@ def corpus_sample(entries: list[dict], part: str, count: int) -> list[dict]:
     return _taking_turns([by_kind([e for e in entries if e["part"] == p]) for p in parts])[:count]
 
 
-def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float) -> list[dict]:
+def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float,
+                   resume: bool = False, shard: tuple[int, int] = (0, 1)) -> list[dict]:
+    """Measure the sample's kernels one by one, writing `out` after each. `resume`: keep
+    the rows already in `out` and measure only kernels it lacks (GPU visits add up);
+    `shard` (k, n): only every n-th kernel of the sample from the k-th."""
     from gxusim import corpus
     spec = gxusim.current_spec()
-    rows, start = [], time.perf_counter()
-    for entry in corpus_sample(corpus.load(path), part, count):
+    kept = json.loads(Path(out).read_text()) if resume and out and Path(out).exists() else []
+    done = {row["id"] for row in kept if "candidates" in row}
+    rows, start = [row for row in kept if row["id"] in done], time.perf_counter()
+    sample = [e for e in corpus_sample(corpus.load(path), part, count) if e["id"] not in done]
+    for entry in sample[shard[0]::shard[1]]:
         if time.perf_counter() - start > budget_s:
             print(f"time budget of {budget_s:.0f} s spent: {len(rows)} kernels measured")
             break
@@ -351,6 +362,41 @@ def print_corpus_tables(rows: list[dict], spec_name: str) -> None:
             print(f"\n{part} part, {len(chosen)} kernels, spec {spec_name}:\n{format_table(*corpus.measured_summary(chosen))}")
 
 
+def measure_corpus_on_gpus(gpus: int, out: str) -> None:
+    """This command again, one process per GPU (`CUDA_VISIBLE_DEVICES`), each measuring one
+    shard of the sample into its own file; then the shards' rows merged into `out`."""
+    import subprocess
+    import sys
+    argv, rest = [], iter(sys.argv[1:])
+    for arg in rest:  # this command without --gpus N (each shard is one process)
+        if arg == "--gpus":
+            next(rest, None)
+        elif not arg.startswith("--gpus="):
+            argv.append(arg)
+    shards = [f"{out}.shard{k}" for k in range(gpus)]
+    if "--resume" in argv and Path(out).exists():
+        for shard in shards:  # each shard resumes from the merged rows
+            Path(shard).write_text(Path(out).read_text())
+    running = [subprocess.Popen([sys.executable, __file__, *argv, "--shard", f"{k}/{gpus}",
+                                 "--json", shards[k]],
+                                env={**os.environ, "CUDA_VISIBLE_DEVICES": str(k)})
+               for k in range(gpus)]
+    failed = [k for k, process in enumerate(running) if process.wait() != 0]
+    rows = {row["id"]: row for shard in shards if Path(shard).exists()
+            for row in json.loads(Path(shard).read_text())}
+    Path(out).write_text(json.dumps(list(rows.values())))
+    print_corpus_tables(list(rows.values()), gxusim.current_spec().name)
+    if failed:
+        raise SystemExit(f"corpus shards {failed} failed; their measured rows are kept in {out}")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: expected K/N with 0 <= K < N")
+    return int(k), int(n)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the 1G-element cases")
@@ -363,6 +409,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000, help="at most this many corpus kernels")
     parser.add_argument("--budget", type=float, default=1e9, metavar="SECONDS",
                         help="start no corpus kernel after this long")
+    parser.add_argument("--resume", action="store_true",
+                        help="corpus: keep the kernels already in --json, measure the rest")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="corpus: one process per GPU, each a shard of the sample")
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                        help="corpus: measure only every N-th kernel of the sample from the K-th")
     parser.add_argument("--cases", nargs="*", help="substrings of case names to run")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -375,8 +427,14 @@ def main() -> None:
         return
     if gxusim.current_target() != "cuda":
         raise SystemExit("bench_ceiling times kernels on a GPU: it needs the cuda target")
+    if args.corpus and args.gpus > 1:
+        if not args.json:
+            raise SystemExit("--gpus needs --json: the shards' rows are merged there")
+        measure_corpus_on_gpus(args.gpus, args.json)
+        return
     if args.corpus:
-        measure_corpus(args.corpus, args.part, args.count, args.json, args.budget)
+        measure_corpus(args.corpus, args.part, args.count, args.json, args.budget, args.resume,
+                       args.shard)
         return
     chosen = [c for c in cases(args.quick) if not args.cases or any(s in c.name for s in args.cases)]
     rows = []
