@@ -447,3 +447,25 @@ def test_gathers_are_asked_as_gathers_and_gxu_leaves_them_unpipelined():
     seed = plan_launch(shape, EMBEDDING_NUMELS, torch.float32, SeedHeuristics(), spec)
     one_pass = SeedHeuristics().select_one_pass_reduction(262144, 256, torch.float32)
     assert (seed.meta["XBLOCK"], seed.meta["R0_BLOCK"]) == (one_pass.xblock, one_pass.rblock)
+
+
+def test_compiled_dropout_draws_tritons_random_numbers_and_its_backward_keeps_the_mask():
+    """Inductor's dropout calls tl.rand inside the kernel: it runs (on the emulator, Philox
+    as Triton computes it), drops about p, scales the rest, and the same seed gives the same
+    mask; its backward passes the gradient through the kept elements only."""
+    import torch.nn.functional as F
+    torch._dynamo.reset()
+    dropout = torch.compile(lambda t: F.dropout(t, 0.3, training=True))
+    with torch.random.fork_rng(device_type="gxu"):
+        torch.manual_seed(0)
+        x = torch.rand(20000, device="gxu", requires_grad=True)
+        y = dropout(x)
+        kept = y != 0
+        assert 0.28 < 1 - kept.float().mean().item() < 0.32
+        torch.testing.assert_close(y[kept], x[kept] / 0.7)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad, kept.float() / 0.7)
+        torch.manual_seed(0)
+        x.grad = None
+        assert torch.equal(dropout(torch.rand(20000, device="gxu")) != 0, kept)
+    torch._dynamo.reset()

@@ -133,3 +133,32 @@ def test_float_remainder_is_fmod() -> None:
     report = emu.emulate(pointwise.float_mod, (3,), x, out, x.numel(), XBLOCK=128)
     assert report.ok, report.findings
     torch.testing.assert_close(out, torch.fmod(x, 3.0), rtol=0, atol=1e-6)
+
+
+def test_random_numbers_are_tritons_philox_bit_for_bit() -> None:
+    """tl.randint, tl.rand and randint4x (int64 offsets past 2**32 too) give the reference's
+    bits for the same seed and offsets (Triton's interpreter here, the GPU on a GPU
+    machine); tl.randn's Box-Muller goes through libdevice's log and cos there, so it is
+    compared to within float32 rounding."""
+    from kernels import random_numbers
+    n, seed = 3000, 20261206
+    draws = [seed, torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), n]
+    words = [-7, torch.empty(4 * n, dtype=torch.int32), n, 3 << 32]
+    cases = [dict(module="random_numbers", kernel="draws", grid=(math.ceil(n / 256),),
+                  args=draws, constexprs={"XBLOCK": 256}),
+             dict(module="random_numbers", kernel="four_words_at_wide_offsets",
+                  grid=(math.ceil(n / 512),), args=words, constexprs={"XBLOCK": 512})]
+    expected = run_reference([{**c, "args": [a.clone() if isinstance(a, torch.Tensor) else a
+                                             for a in c["args"]]} for c in cases])
+    for case, reference in zip(cases, expected):
+        report = emu.emulate(getattr(random_numbers, case["kernel"]), case["grid"], *case["args"],
+                             **case["constexprs"])
+        assert report.ok, report.findings
+        got = [a for a in case["args"] if isinstance(a, torch.Tensor)]
+        if case["kernel"] == "draws":
+            ints, uniforms, normals = got
+            assert torch.equal(ints, reference[0]) and torch.equal(_bits(uniforms), _bits(reference[1]))
+            assert 0 <= uniforms.min() and uniforms.max() < 1 and len(ints.unique()) == n
+            torch.testing.assert_close(normals, reference[2], rtol=2e-6, atol=2e-6)
+        else:
+            assert torch.equal(got[0], reference[0])

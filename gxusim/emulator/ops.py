@@ -135,7 +135,6 @@ def sum_dtype(dtype: str) -> str:
 UNSUPPORTED_TL = {
     **dict.fromkeys(("sort", "topk", "flip", "histogram", "gather"), "sorts and permutations"),
     **dict.fromkeys(("dot", "dot_scaled"), "matrix products"),
-    **dict.fromkeys(("rand", "randn", "randint", "randint4x"), "random numbers"),
 }
 IGNORED_TL = {"static_assert", "device_assert", "static_print", "device_print", "debug_barrier",
               "assume"}

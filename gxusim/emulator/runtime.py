@@ -16,7 +16,7 @@ from numba.extending import intrinsic, overload
 __all__ = ["_rf16", "_rbf16", "_f2h", "_h2f", "_f2bf", "_bf2f", "_idiv", "_irem", "_ffloordiv",
            "_maxp", "_minp", "_tanh", "_tanh_fast", "_tanh_unsure", "_fclamp", "_rint", "_f32_bits",
            "_bits_f32", "_f64_bits", "_bits_f64", "_erfinv", "_erfcx", "_bessel_i", "_ilogb",
-           "math", "np"]
+           "_philox", "_uniform", "_normal", "math", "np"]
 
 
 def _bitcast(src: types.Type, dst: types.Type, llvm_dst: ir.Type):
@@ -305,3 +305,50 @@ def _ilogb(x):
     if math.isinf(x):
         return np.int32(2147483647)
     return np.int32(math.frexp(np.float64(x))[1] - 1)
+
+
+# Triton's Philox-4x32 (triton/language/random.py, `philox_impl` on uint32 counters): the
+# round multipliers and the key's per-round increments (the golden ratio and sqrt(3) - 1).
+PHILOX_ROUND_A = np.uint64(0xD2511F53)
+PHILOX_ROUND_B = np.uint64(0xCD9E8D57)
+PHILOX_KEY_A = np.uint64(0x9E3779B9)
+PHILOX_KEY_B = np.uint64(0xBB67AE85)
+_LOW_32 = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
+
+
+@njit(inline="always")
+def _philox(seed, low, high, word, rounds):
+    """Word `word` (0-3) of `tl.randint4x(seed, offset)`: Philox-4x32 of `rounds` rounds on
+    the counter (offset's low 32 bits, its high 32 bits, 0, 0) keyed by the seed's low and
+    high 32 bits, as Triton computes it (64-bit products give umulhi and the wrapped
+    product; every value is kept to 32 bits)."""
+    bits = np.uint64(seed)
+    k0, k1 = bits & _LOW_32, (bits >> _32) & _LOW_32
+    c0, c1 = np.uint64(low) & _LOW_32, np.uint64(high) & _LOW_32
+    c2, c3 = np.uint64(0), np.uint64(0)
+    for _ in range(rounds):
+        product_b, product_a = PHILOX_ROUND_B * c2, PHILOX_ROUND_A * c0
+        c0, c2 = (product_b >> _32) ^ c1 ^ k0, (product_a >> _32) ^ c3 ^ k1
+        c1, c3 = product_b & _LOW_32, product_a & _LOW_32
+        k0, k1 = (k0 + PHILOX_KEY_A) & _LOW_32, (k1 + PHILOX_KEY_B) & _LOW_32
+    return np.uint32(c0 if word == 0 else c1 if word == 1 else c2 if word == 2 else c3)
+
+
+@njit(inline="always")
+def _uniform(x):
+    """Triton's `uint_to_uniform_float` of a uint32: its bits as an int32, negatives
+    complemented, times the largest scale that keeps the result below 1, in float32."""
+    v = np.int32(x)
+    if v < 0:
+        v = ~v
+    return np.float32(v) * np.float32(4.6566127342e-10)
+
+
+@njit(inline="always")
+def _normal(x, y):
+    """Triton's `randn` from two uint32 words: Box-Muller in float32 (its first output)."""
+    u1 = max(np.float32(1.0e-7), _uniform(x))
+    theta = np.float32(6.283185307179586) * _uniform(y)
+    radius = np.float32(math.sqrt(np.float32(np.float32(-2.0) * np.float32(math.log(u1)))))
+    return radius * np.float32(math.cos(theta))

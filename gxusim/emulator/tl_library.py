@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from . import dtypes as D
 from .block_ops import BlockOps
 from .ir import Ptr, Store, Val
 from .ops import broadcast_shapes, dtype_name, is_number, unwrap
@@ -233,6 +234,41 @@ def tl_atomic_add(builder: BlockOps, pointer: Any, val: Any, mask: Any = None, s
     launch runs its programs one after another, so the adds are exact and ordered."""
     tl_store(builder, pointer, val, mask, atomic_add=True)
     return AtomicResult()
+
+
+def _philox_words(builder: BlockOps, seed: Any, offset: Any, n_rounds: Any) -> tuple[Val, ...]:
+    """The four uint32 words of Triton's Philox at each offset (`runtime._philox`): the
+    counter is the offset's low and high 32 bits (high 0 for offsets of 32 bits or less)."""
+    rounds = unwrap(n_rounds)
+    if not isinstance(rounds, int):
+        raise builder.fail("Philox rounds (n_rounds) must be a constant")
+    offset = builder.as_val(offset)
+    if not D.is_int(offset.dtype):
+        raise builder.fail(f"random-number offsets of {offset.dtype}: Triton takes integers")
+    low = builder.cast(offset, "uint32")
+    high = builder.cast(builder.binary("rshift", offset, 32), "uint32") \
+        if D.bits(offset.dtype) > 32 else builder.const(0, "uint32", offset.shape)
+    seed = builder.cast(seed, "int64")  # Triton widens the seed to 64 bits, sign and all
+    return tuple(builder.ew(f"_philox({{0}}, {{1}}, {{2}}, {word}, {rounds})", [seed, low, high],
+                            "uint32", ["int64", "uint32", "uint32"]) for word in range(4))
+
+
+def tl_randint4x(builder: BlockOps, seed: Any, offset: Any, n_rounds: Any = 10) -> tuple[Val, ...]:
+    return _philox_words(builder, seed, offset, n_rounds)
+
+
+def tl_randint(builder: BlockOps, seed: Any, offset: Any, n_rounds: Any = 10) -> Val:
+    return _philox_words(builder, seed, offset, n_rounds)[0]
+
+
+def tl_rand(builder: BlockOps, seed: Any, offset: Any, n_rounds: Any = 10) -> Val:
+    word = _philox_words(builder, seed, offset, n_rounds)[0]
+    return builder.ew("_uniform({0})", [word], "fp32", ["uint32"])
+
+
+def tl_randn(builder: BlockOps, seed: Any, offset: Any, n_rounds: Any = 10) -> Val:
+    words = _philox_words(builder, seed, offset, n_rounds)
+    return builder.ew("_normal({0}, {1})", list(words[:2]), "fp32", ["uint32", "uint32"])
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
