@@ -70,11 +70,11 @@ def make_args(case: dict) -> tuple[list, int]:
 
 def _kernel(case: dict):
     import importlib
-    return getattr(importlib.import_module(f"kernels.{case['module']}"), case["kernel"])
+    return getattr(importlib.import_module(f"triton_kernels.{case['module']}"), case["kernel"])
 
 
 def interpreter_worker(spec_json: str) -> None:
-    from kernels.reference import _patch_libdevice
+    from triton_kernels.reference import _patch_libdevice
     _patch_libdevice()
     out = []
     for case in json.loads(spec_json):

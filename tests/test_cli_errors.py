@@ -13,7 +13,7 @@ from gxusim.cli import main
 from gxusim.compiler.policies import resolve_policy
 from gxusim.errors import InputError
 
-KERNEL = f"{Path(__file__).parent}/kernels/pointwise.py::gelu_tanh"  # (in, out, xnumel, XBLOCK)
+KERNEL = f"{Path(__file__).parent}/triton_kernels/pointwise.py::gelu_tanh"  # (in, out, xnumel, XBLOCK)
 EMULATE = ["emulate", KERNEL, "--grid", "4", "--arg", "x=float32[1000]", "--arg",
            "out=float32[1000]", "--arg", "n=1000", "--const", "XBLOCK=128"]
 

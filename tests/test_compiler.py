@@ -13,7 +13,7 @@ from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, plan_launch)
 from gxusim.kernel_work import kernel_work, static_blocks
 from gxusim.launch_facts import pipelined
-from kernels.generated import EMBEDDING_SUM
+from triton_kernels.generated import EMBEDDING_SUM
 from gxusim.compiler.policies import POLICIES, current_heuristics
 from gxusim.findings import check_launch
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import gxusim.emulator as emu
-from kernels import planted, pointwise, reductions
-from kernels.reference import run_reference
+from triton_kernels import planted, pointwise, reductions
+from triton_kernels.reference import run_reference
 
 
 def _cases() -> dict:
@@ -140,7 +140,7 @@ def test_random_numbers_are_tritons_philox_bit_for_bit() -> None:
     bits for the same seed and offsets (Triton's interpreter here, the GPU on a GPU
     machine); tl.randn's Box-Muller goes through libdevice's log and cos there, so it is
     compared to within float32 rounding."""
-    from kernels import random_numbers
+    from triton_kernels import random_numbers
     n, seed = 3000, 20261206
     draws = [seed, torch.empty(n, dtype=torch.int32), torch.empty(n), torch.empty(n), n]
     words = [-7, torch.empty(4 * n, dtype=torch.int32), n, 3 << 32]

@@ -4,7 +4,7 @@ import torch
 
 import gxusim
 from gxusim.emulator import EmulationError
-from kernels.atomics import histogram, histogram_plain_store
+from triton_kernels.atomics import histogram, histogram_plain_store
 
 
 def _values(n: int = 10_000, bins: int = 7) -> torch.Tensor:

@@ -15,7 +15,7 @@ import triton.language as tl
 import gxusim
 import gxusim.emulator as emu
 from gxusim.emulator.occupancy import blocked_layout
-from kernels import planted
+from triton_kernels import planted
 
 XBLOCK = 128
 
@@ -118,7 +118,7 @@ def test_reading_another_programs_output_is_a_race() -> None:
 
 
 def test_tiles_per_program_and_load_imbalance() -> None:
-    from kernels import pointwise
+    from triton_kernels import pointwise
     n = 40 * XBLOCK
     args = (torch.randn(n), torch.randn(n), torch.empty(n), n)
     chunked = _run(pointwise.add_relu_chunked, (32,), *args)
@@ -182,7 +182,7 @@ def test_blocked_layout_and_coalescing() -> None:
     assert (lay.size_per_thread, lay.threads_per_warp, lay.warps_per_cta) == ((4,), (32,), (4,))
     lay2 = blocked_layout((16, 64), 4, 32, 4)
     assert lay2.threads_per_warp == (2, 16) and lay2.warps_per_cta == (4, 1)
-    from kernels import pointwise
+    from triton_kernels import pointwise
     rows, cols = 64, 64
     report = emu.run_launch(pointwise.transpose_2d, (2, 2), (torch.randn(rows, cols), torch.empty(cols, rows),
                             rows, cols), constexprs={"BLOCK_M": 32, "BLOCK_N": 32}, spec="gxu")
@@ -195,7 +195,7 @@ def test_blocked_layout_and_coalescing() -> None:
 @pytest.mark.skipif(gxusim.current_target() != "emulator", reason="gxu memory is host memory only on the "
                     "emulator target")
 def test_gxu_tensors_are_written_in_place() -> None:
-    from kernels import pointwise
+    from triton_kernels import pointwise
     n = 3000
     x, y = torch.randn(n), torch.randn(n)
     out = torch.empty(n, device="gxu")
@@ -208,7 +208,7 @@ def test_second_process_uses_the_disk_cache(tmp_path) -> None:
     script = (
         "import sys, torch; sys.path.insert(0, %r)\n"
         "import gxusim.emulator as emu\n"
-        "from kernels import planted\n"
+        "from triton_kernels import planted\n"
         "n = 999\n"
         "r = emu.emulate(planted.masked_chunked, (4,), torch.randn(n), torch.empty(n), n, XBLOCK=32)\n"
         "print(r.jit_s)\n" % os.path.dirname(__file__))
@@ -228,13 +228,13 @@ def test_second_process_uses_the_disk_cache(tmp_path) -> None:
 
 
 def test_callable_grid_and_cli(capsys) -> None:
-    from kernels import pointwise
+    from triton_kernels import pointwise
     n = 1000
     x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
     report = emu.emulate(pointwise.add_relu_chunked, lambda meta: (triton_cdiv(meta["xnumel"], meta["XBLOCK"]),),
                          x, y, out, n, XBLOCK=128)
     assert report.grid == (8, 1, 1) and torch.equal(out, (x + y).relu())
-    path = os.path.join(os.path.dirname(__file__), "kernels", "planted.py")
+    path = os.path.join(os.path.dirname(__file__), "triton_kernels", "planted.py")
     status = emu.cli_main([f"{path}::gridstride_short_step", "--grid", "4", "--arg", "x=float32[1000]",
                            "--arg", "o=float32[1000]", "--arg", "n=1000", "--const", "XBLOCK=128",
                            "--spec", "gxu"])

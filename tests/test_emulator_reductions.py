@@ -6,8 +6,8 @@ import torch
 import gxusim
 from gxusim import perf_model
 from gxusim.emulator import EmulationError
-from kernels.pointwise import add_relu_chunked, int_isnan
-from kernels.reductions import row_arg_extremes, row_sum
+from triton_kernels.pointwise import add_relu_chunked, int_isnan
+from triton_kernels.reductions import row_arg_extremes, row_sum
 
 
 @pytest.mark.parametrize("cols", [4096, 4000])  # 4000: the last chunk is partly masked

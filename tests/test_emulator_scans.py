@@ -2,7 +2,7 @@
 import torch
 
 import gxusim
-from kernels.reductions import row_cumsum, row_reverse_cumprod
+from triton_kernels.reductions import row_cumsum, row_reverse_cumprod
 
 
 def test_row_cumsum_matches_torch():

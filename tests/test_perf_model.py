@@ -15,7 +15,7 @@ from gxusim import launch_facts, perf_model
 from gxusim.calibrate import fit
 from gxusim.kernel_work import (DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT,
                                 kernel_phases)
-from kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
+from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
 from gxusim.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
 from gxusim.perf_model import (LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
                                breakdown, predict_seconds, spilled_registers)

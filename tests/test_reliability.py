@@ -64,7 +64,7 @@ def test_emulate_command_names_a_bad_kernel_file(tmp_path, capsys):
 def test_damaged_emulator_cache_is_ignored_and_rewritten(tmp_path):
     code = """
         import torch, gxusim
-        from kernels import pointwise
+        from triton_kernels import pointwise
         x, y, out = torch.randn(5000), torch.randn(5000), torch.empty(5000)
         gxusim.emulate(pointwise.add_relu_gridstride, (32,), x, y, out, 5000, XBLOCK=64)
         assert torch.equal(out, (x + y).relu())

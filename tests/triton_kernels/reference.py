@@ -56,7 +56,7 @@ def _patch_libdevice() -> None:
 def _launch_all(cases: list, device: str) -> list:
     results = []
     for case in cases:
-        kernel = getattr(importlib.import_module(f"kernels.{case['module']}"), case["kernel"])
+        kernel = getattr(importlib.import_module(f"triton_kernels.{case['module']}"), case["kernel"])
         args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in case["args"]]
         kernel[tuple(case["grid"])](*args, **case["constexprs"])
         results.append([a.cpu() for a in args if isinstance(a, torch.Tensor)])
