@@ -43,7 +43,7 @@ from gxusim.traits import KernelTraits
 from gxusim.triton_launch import cross_compiled_resources
 
 from .autotune import AutotuneHeuristics
-from .heuristics import GXUHeuristics, Heuristics, LaunchConfig
+from .heuristics import GXUHeuristics, Heuristics
 from .plan import LaunchPlan, kernel_shape, plan_launch, sized_key
 from .policies import current_heuristics
 
@@ -198,22 +198,28 @@ class GXUKernel:
                            time_plan if target.can_time and not _predicting.get() else None,
                            sized_key(self.shape.source, numels, dtype, spec),
                            self.shape.argument_bytes(args),
-                           lambda config: self.spilled_words(config, spec))
+                           lambda constexprs, warps, stages:
+                               self.spilled_words(constexprs, warps, stages, spec))
 
-    def spilled_words(self, config: LaunchConfig, spec: HardwareSpec) -> Optional[int]:
-        """4-byte words a thread spills at `config`, in the binary ptxas makes of the kernel
-        for the spec's `ptxas_capability` (compiled here, on any machine, the same on every
-        target so that the emulator plans what the GPU runs); None where Triton cannot
-        compile it here."""
-        key = (tuple(sorted(config.blocks.items())), config.num_warps, config.num_stages,
-               spec.ptxas_capability)
+    def spilled_words(self, constexprs: dict[str, int], num_warps: int,
+                      num_stages: Optional[int], spec: HardwareSpec) -> Optional[int]:
+        """4-byte words a thread spills when the kernel is called with these constexprs
+        (blocks, and a pipelined kernel's NUM_STAGES) and launch options, in the binary
+        ptxas makes of it for the spec's `ptxas_capability` (compiled here, on any machine,
+        the same on every target so that the emulator plans what the GPU runs); None where
+        Triton cannot compile it here."""
+        key = (tuple(sorted(constexprs.items())), num_warps, num_stages, spec.ptxas_capability)
         if key not in self._spilled:
-            options = {"num_warps": config.num_warps,
-                       **({} if config.num_stages is None else {"num_stages": config.num_stages})}
+            options = {"num_warps": num_warps,
+                       **({} if num_stages is None else {"num_stages": num_stages})}
+            # Inductor's signature lacks the constexprs GXU code generation adds (NUM_STAGES)
+            signature = {**self.triton_meta["signature"],
+                         **{name: "constexpr" for name in constexprs
+                            if name not in self.triton_meta["signature"]}}
             try:
                 resources = cross_compiled_resources(
-                    self.fn, self.triton_meta["signature"], self.triton_meta["configs"][0],
-                    config.blocks, options, spec.ptxas_capability)
+                    self.fn, signature, self.triton_meta["configs"][0], constexprs, options,
+                    spec.ptxas_capability)
             except Exception as error:  # noqa: BLE001 - no binary: the policy's estimate decides
                 launch_records.log.debug("gxusim: %s not compiled for sm_%d: %s", self.name,
                                          spec.ptxas_capability, error)

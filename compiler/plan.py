@@ -373,9 +373,14 @@ def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dty
             return None
         plan = answers()
         return LaunchConfig(plan.meta, plan.num_warps, plan.num_stages)
+
+    def spilled(config: LaunchConfig) -> Optional[int]:
+        if spills is None:
+            return None
+        plan = config_plan(shape, numels, config, spec)
+        return spills(plan.kernel_meta(shape), plan.num_warps, plan.num_stages)
     return KernelQuestion(shape.name, kernel_kind(shape), shape.traits, dict(numels), dtype,
-                          spec, candidates, predict, rules, dict(shape.static_blocks),
-                          spills or (lambda config: None))
+                          spec, candidates, predict, rules, dict(shape.static_blocks), spilled)
 
 
 def _chosen_plan(shape: KernelShape, numels: dict[str, int], policy: Heuristics,
@@ -562,7 +567,8 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
 
 
 TimePlan = Callable[[LaunchPlan], float]
-SpilledWords = Callable[[LaunchConfig], Optional[int]]
+# (the constexprs a kernel is called with, num_warps, num_stages) -> words a thread spills
+SpilledWords = Callable[[dict[str, int], int, Optional[int]], Optional[int]]
 
 
 def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,

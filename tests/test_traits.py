@@ -181,16 +181,17 @@ def test_where_the_estimate_is_close_the_binary_decides_whether_a_tile_spills():
     assert gxu.SURE_FIT * budget < estimate <= gxu.SURE_SPILL * budget
     compiled = []
 
-    def spills_at_the_rules_tile(config):
-        compiled.append(config)
-        return 40 if config == rules_config else 0
+    def spills_at_the_rules_tile(constexprs, num_warps, num_stages):
+        compiled.append((constexprs, num_warps))
+        return 40 if (constexprs, num_warps) == (rules.meta, rules.num_warps) else 0
     moved = plan_launch(close, numels, torch.float32, gxu, spec, bytes_moved=8 << 24,
                         spills=spills_at_the_rules_tile)
-    assert compiled[0] == rules_config and moved.rules["XBLOCK"] == "gxu.choose_pointwise"
+    assert compiled[0] == (rules.meta, rules.num_warps)
+    assert moved.rules["XBLOCK"] == "gxu.choose_pointwise"
     assert (moved.meta, moved.num_warps) != (rules.meta, rules.num_warps)
     assert len(compiled) <= 1 + gxu.MAX_BINARIES
     kept = plan_launch(close, numels, torch.float32, gxu, spec, bytes_moved=8 << 24,
-                       spills=lambda config: 0)
+                       spills=lambda constexprs, num_warps, num_stages: 0)
     assert (kept.meta, kept.num_warps) == (rules.meta, rules.num_warps)
 
 
@@ -209,8 +210,8 @@ def test_a_kernel_compiled_here_for_sm_90_reports_ptxas_registers_and_spills():
     torch._dynamo.reset()
     (kernel,) = {c.kernel for c in captured}
     spec = gxusim.load_spec("gxu")
-    assert kernel.spilled_words(LaunchConfig({"XBLOCK": 512}, 16), spec) == 0
-    assert kernel.spilled_words(LaunchConfig({"XBLOCK": 32768}, 16), spec) > 0
+    assert kernel.spilled_words({"XBLOCK": 512}, 16, None, spec) == 0
+    assert kernel.spilled_words({"XBLOCK": 32768}, 16, None, spec) > 0
 
 
 def test_a_kernel_without_traits_is_planned_by_the_rules():
