@@ -212,14 +212,10 @@ class GXUKernel:
         if key not in self._spilled:
             options = {"num_warps": num_warps,
                        **({} if num_stages is None else {"num_stages": num_stages})}
-            # Inductor's signature lacks the constexprs GXU code generation adds (NUM_STAGES)
-            signature = {**self.triton_meta["signature"],
-                         **{name: "constexpr" for name in constexprs
-                            if name not in self.triton_meta["signature"]}}
             try:
                 resources = cross_compiled_resources(
-                    self.fn, signature, self.triton_meta["configs"][0], constexprs, options,
-                    spec.ptxas_capability)
+                    self.fn, self.triton_meta["signature"], self.triton_meta["configs"][0],
+                    constexprs, options, spec.ptxas_capability)
             except Exception as error:  # noqa: BLE001 - no binary: the policy's estimate decides
                 launch_records.log.debug("gxusim: %s not compiled for sm_%d: %s", self.name,
                                          spec.ptxas_capability, error)

@@ -97,9 +97,11 @@ def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
     `capability` (90: sm_90), compiled on this machine by Triton and its bundled ptxas,
     no GPU needed; None where cuobjdump cannot read them. `signature` and `attrs` as
     Inductor's `triton_meta` gives them ("signature", "configs"[0]); `constants` the
-    constexpr values (block sizes)."""
+    constexpr values (block sizes, and any constexpr the signature lacks, such as GXU code
+    generation's NUM_STAGES)."""
     from triton.backends.compiler import GPUTarget
-    source = triton.compiler.ASTSource(fn, dict(signature), dict(constants), attrs)
+    signature = {**signature, **{name: "constexpr" for name in constants if name not in signature}}
+    source = triton.compiler.ASTSource(fn, signature, dict(constants), attrs)
     binary = triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
     usage = resource_usage(binary.asm["cubin"])
     if usage is None:
