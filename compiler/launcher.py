@@ -144,7 +144,7 @@ class GXUKernel:
         self.written = frozenset(inductor_meta.get("mutated_arg_names", ())) | {
             name for name in self.shape.runtime_args if is_output(name)}
         self._prepared: dict[tuple, _Prepared] = {}
-        self._spilled: dict[tuple, Optional[int]] = {}
+        self._frames: dict[tuple, Optional[int]] = {}
         self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
         self.fusion = tuple(inductor_meta.get("original_aten", ()))
@@ -206,10 +206,23 @@ class GXUKernel:
         """4-byte words a thread spills when the kernel is called with these constexprs
         (blocks, and a pipelined kernel's NUM_STAGES) and launch options, in the binary
         ptxas makes of it for the spec's `ptxas_capability` (compiled here, on any machine,
-        the same on every target so that the emulator plans what the GPU runs); None where
-        Triton cannot compile it here."""
+        the same on every target so that the emulator plans what the GPU runs): its stack
+        frame beyond the frame of its narrowest tile (every block 1, one warp), which holds
+        what no tile changes (libdevice's trigonometric slow path keeps a local array there
+        on some Triton versions). None where Triton cannot compile it here."""
+        frame = self._frame_words(constexprs, num_warps, num_stages, spec)
+        if not frame:  # no binary, or no frame at all
+            return frame
+        narrowest = {name: 1 if name in self.shape.block_params else value
+                     for name, value in constexprs.items()}
+        return max(0, frame - (self._frame_words(narrowest, 1, num_stages, spec) or 0))
+
+    def _frame_words(self, constexprs: dict[str, int], num_warps: int,
+                     num_stages: Optional[int], spec: HardwareSpec) -> Optional[int]:
+        """4-byte words of a thread's stack frame in the binary for these constexprs and
+        launch options (None: no binary here)."""
         key = (tuple(sorted(constexprs.items())), num_warps, num_stages, spec.ptxas_capability)
-        if key not in self._spilled:
+        if key not in self._frames:
             options = {"num_warps": num_warps,
                        **({} if num_stages is None else {"num_stages": num_stages})}
             try:
@@ -220,8 +233,8 @@ class GXUKernel:
                 launch_records.log.debug("gxusim: %s not compiled for sm_%d: %s", self.name,
                                          spec.ptxas_capability, error)
                 resources = None
-            self._spilled[key] = None if resources is None else resources.spills
-        return self._spilled[key]
+            self._frames[key] = None if resources is None else resources.spills
+        return self._frames[key]
 
     def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
         """Compile the kernel for each plan in parallel threads, before tools time them one

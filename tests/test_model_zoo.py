@@ -237,7 +237,8 @@ def _compiled_step_gradients(model: nn.Module, tokens: torch.Tensor) -> list[tor
 def test_a_training_step_with_dropout_runs_and_repeats_under_one_seed(name):
     """Dropout 0.1 everywhere (the kernels draw tl.rand): the compiled training step runs
     within the spec with no finding, its loss and gradients are finite, dropout changes
-    them, and the same seed gives the same step bit for bit."""
+    them, and the same seed gives the same loss bit for bit (and the same gradients, bit for
+    bit on the emulator)."""
     make, _ = ZOO[name]
     gxusim.clear_launches()
     with torch.random.fork_rng(device_type="gxu"):
@@ -254,5 +255,9 @@ def test_a_training_step_with_dropout_runs_and_repeats_under_one_seed(name):
     assert any("rand" in (l.source or "") for l in launches), "no kernel drew random numbers"
     assert not [f for l in launches for f in l.findings if f.severity == "error"]
     assert all(torch.isfinite(g).all() for g in first)
-    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert torch.equal(first[0], again[0]), "the same seed drew other dropout masks"
+    if gxusim.target.active().name == "emulator":
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    else:  # a GPU's atomic adds (the embedding's backward) sum in any order
+        torch.testing.assert_close(first, again, rtol=1e-5, atol=1e-7)
     assert not torch.equal(first[0], without[0])

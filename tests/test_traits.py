@@ -197,8 +197,10 @@ def test_where_the_estimate_is_close_the_binary_decides_whether_a_tile_spills():
 
 def test_a_kernel_compiled_here_for_sm_90_reports_ptxas_registers_and_spills():
     """No GPU needed: Triton and its bundled ptxas compile for the spec's capability. A
-    wide tile of many streams on 16 warps (128 registers a thread) spills; a narrow one
-    does not."""
+    wide tile of many streams on 16 warps (128 registers a thread) spills; one element a
+    thread on 4 warps (255 registers) does not, whichever torch generated the kernel (torch
+    2.11's version keeps libdevice's sine reduction array in an 8-word stack frame at every
+    tile: not a spill)."""
     from gxusim.compiler import launcher
     from gxusim.machine_code import cuda_tool
     if cuda_tool("cuobjdump") is None:
@@ -210,7 +212,7 @@ def test_a_kernel_compiled_here_for_sm_90_reports_ptxas_registers_and_spills():
     torch._dynamo.reset()
     (kernel,) = {c.kernel for c in captured}
     spec = gxusim.load_spec("gxu")
-    assert kernel.spilled_words({"XBLOCK": 512}, 16, None, spec) == 0
+    assert kernel.spilled_words({"XBLOCK": 128}, 4, None, spec) == 0
     assert kernel.spilled_words({"XBLOCK": 32768}, 16, None, spec) > 0
 
 
