@@ -208,8 +208,27 @@ def _absent(api: str, *args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError(f"{api} is not in this torch")
 
 
+def _cuda_named_file(path: Path, device: str) -> Path:
+    """A test_torchinductor.py from before Inductor's device-generic tests (torch 2.1 and older:
+    no GPU_TYPE, the GPU class is CUDA's) made loadable here: the module paths it names that have
+    moved since are aliased, HAS_CUDA (gone from inductor_utils) is defined, and for gxu the
+    file is copied with the device renamed (`"cuda"`, `torch.cuda`, `x.cuda()` -> gxu)."""
+    import torch._inductor.runtime.triton_heuristics as triton_heuristics
+    from torch.testing._internal import inductor_utils
+    sys.modules.setdefault("torch._inductor.triton_heuristics", triton_heuristics)
+    inductor_utils.HAS_CUDA = device == "gxu"
+    if device != "gxu":
+        return path
+    renamed = Path(tempfile.mkdtemp(prefix="inductor_gxu_")) / path.name
+    renamed.write_text(re.sub(r"\bcuda\b", "gxu", path.read_text()))
+    return renamed
+
+
 def _load_inductor(path: Path, device: str) -> Any:
     """test_torchinductor.py as a module, its GPU class built for gxu when `device` is gxu."""
+    tests_dir = path.parent
+    if "GPU_TYPE" not in path.read_text():
+        path = _cuda_named_file(path, device)
     if device == "gxu":
         import gxusim  # noqa: F401
         from torch.testing._internal import inductor_utils
@@ -221,7 +240,7 @@ def _load_inductor(path: Path, device: str) -> Any:
         attr = api.rsplit(".", 1)[1]
         if not hasattr(compile_fx, attr):
             setattr(compile_fx, attr, functools.partial(_absent, api))
-    sys.path[:0] = [str(path.parent), str(path.parent.parent)]
+    sys.path[:0] = [str(tests_dir), str(tests_dir.parent)]
     spec = importlib.util.spec_from_file_location("test_torchinductor", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["test_torchinductor"] = module
