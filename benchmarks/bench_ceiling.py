@@ -14,7 +14,7 @@ is checked against the compiled kernel's, and the compiled output against eager.
 
     python benchmarks/bench_ceiling.py [--quick] [--json OUT.json] [--cases NAME ...] [--ray [ADDRESS]]
     python benchmarks/bench_ceiling.py --corpus benchmarks/corpus/kernels.jsonl [--part test|fit|all]
-        [--count N] [--budget SECONDS] [--json OUT.json [--resume]] [--gpus N]
+        [--count N] [--kinds KIND ...] [--budget SECONDS] [--json OUT.json [--resume]] [--gpus N]
     python benchmarks/bench_ceiling.py --corpus-table OUT.json
 
 With `--corpus`, each corpus kernel (`benchmarks/corpus/README.md`) is timed at every legal
@@ -307,10 +307,12 @@ def _taking_turns(groups: list[list[dict]]) -> list[dict]:
     return out
 
 
-def corpus_sample(entries: list[dict], part: str, count: int) -> list[dict]:
-    """Up to `count` entries of `part` ("all": the two parts in turn), the kinds taken in
-    turn so a short run covers each, in id order within a kind (the same sample on every
-    machine)."""
+def corpus_sample(entries: list[dict], part: str, count: int,
+                  kinds: tuple[str, ...] = ()) -> list[dict]:
+    """Up to `count` entries of `part` ("all": the two parts in turn) and of `kinds` (all when
+    empty), the kinds taken in turn so a short run covers each, in id order within a kind
+    (the same sample on every machine)."""
+    entries = [e for e in entries if not kinds or e["kind"] in kinds]
     def by_kind(chosen: list[dict]) -> list[dict]:
         groups: dict[str, list[dict]] = {}
         for entry in sorted(chosen, key=lambda e: e["id"]):
@@ -321,7 +323,8 @@ def corpus_sample(entries: list[dict], part: str, count: int) -> list[dict]:
 
 
 def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float,
-                   resume: bool = False, shard: tuple[int, int] = (0, 1)) -> list[dict]:
+                   resume: bool = False, shard: tuple[int, int] = (0, 1),
+                   kinds: tuple[str, ...] = ()) -> list[dict]:
     """Measure the sample's kernels one by one, writing `out` after each. `resume`: keep
     the rows already in `out` and measure only kernels it lacks (GPU visits add up);
     `shard` (k, n): only every n-th kernel of the sample from the k-th."""
@@ -330,7 +333,12 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
     kept = json.loads(Path(out).read_text()) if resume and out and Path(out).exists() else []
     done = {row["id"] for row in kept if "candidates" in row}
     rows, start = [row for row in kept if row["id"] in done], time.perf_counter()
-    sample = [e for e in corpus_sample(corpus.load(path), part, count) if e["id"] not in done]
+    entries = corpus.load(path)
+    unknown = sorted(set(kinds) - {e["kind"] for e in entries})
+    if unknown:
+        raise SystemExit(f"--kinds {' '.join(unknown)}: no such kind in {path} "
+                         f"(its kinds: {' '.join(sorted({e['kind'] for e in entries}))})")
+    sample = [e for e in corpus_sample(entries, part, count, kinds) if e["id"] not in done]
     for entry in sample[shard[0]::shard[1]]:
         if time.perf_counter() - start > budget_s:
             print(f"time budget of {budget_s:.0f} s spent: {len(rows)} kernels measured")
@@ -407,6 +415,8 @@ def main() -> None:
     parser.add_argument("--part", default="test", choices=("test", "fit", "all"),
                         help="the corpus part to measure (default: test)")
     parser.add_argument("--count", type=int, default=1000, help="at most this many corpus kernels")
+    parser.add_argument("--kinds", nargs="+", default=(), metavar="KIND",
+                        help="corpus: only kernels of these kinds (looped_reduction, pointwise, ...)")
     parser.add_argument("--budget", type=float, default=1e9, metavar="SECONDS",
                         help="start no corpus kernel after this long")
     parser.add_argument("--resume", action="store_true",
@@ -434,7 +444,7 @@ def main() -> None:
         return
     if args.corpus:
         measure_corpus(args.corpus, args.part, args.count, args.json, args.budget, args.resume,
-                       args.shard)
+                       args.shard, tuple(args.kinds))
         return
     chosen = [c for c in cases(args.quick) if not args.cases or any(s in c.name for s in args.cases)]
     rows = []

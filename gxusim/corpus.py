@@ -215,6 +215,30 @@ def load_kernel(entry: dict, folder: str | Path | None = None) -> Any:
     return getattr(module, entry["kernel"])
 
 
+def meta_arguments(entry: dict) -> list[Any]:
+    """The entry's arguments as meta tensors (sizes, strides and dtypes, no memory): enough
+    to plan its launches on any machine."""
+    return [a["value"] if "dtype" not in a else
+            torch.empty_strided(a["shape"], a["stride"], dtype=DTYPES[a["dtype"]], device="meta")
+            for a in entry["args"]]
+
+
+def replayed_plan(row: dict, entry: dict, policy: Any, spec: Any) -> tuple[Any, Optional[float]]:
+    """(the plan `policy` makes today for a measured row's kernel, the seconds the row stored
+    for that config, among its candidates or the policies' plans it timed; None where it
+    timed no such config): a policy judged on stored GPU times, with no GPU. Judge changes
+    on the fit part's rows; the test part's are reported."""
+    from .spec import use_spec
+    kernel = load_kernel(entry)
+    args = meta_arguments(entry)
+    with use_spec(spec):
+        plan = kernel.plan(args, kernel.numels(args), policy, spec)
+    stored = row["candidates"] + [row[name] for name in ("seed", "gxu", "rules") if name in row]
+    timed = (c for c in stored if c["seconds"] and c["meta"] == plan.meta
+             and c["num_warps"] == plan.num_warps and c["num_stages"] == plan.num_stages)
+    return plan, next((c["seconds"] for c in timed), None)
+
+
 def make_arguments(entry: dict, device: str | torch.device, seed: int = 0) -> list[Any]:
     """Arguments for the entry's kernel on `device`: floats drawn from a normal
     distribution, integers (token ids, gathered indices) small non-negative values, which

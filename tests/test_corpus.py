@@ -14,7 +14,7 @@ from gxusim import corpus
 from gxusim import target as targets
 from gxusim.compiler import launcher
 from gxusim.compiler.inductor_registration import kernels_loaded_in_this_process
-from gxusim.compiler.plan import plan_launch
+from gxusim.compiler.plan import candidate_plans, plan_launch
 from gxusim.compiler.policies import resolve_policy
 
 KERNELS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus" / "kernels.jsonl"
@@ -140,6 +140,28 @@ def test_the_measured_summary_gives_each_policy_against_the_ceiling_by_kind():
     assert table["all"]["kernels"] == 3 and table["looped_reduction"]["gxu's worst kernel"] == "k3"
     assert corpus.guided_search(rows[0], stop_ratio=10.0, min_timed=1) == (1e-5, 2)
     assert corpus.model_pick(rows[0]) == 2e-5  # the model's first choice, not the ceiling
+
+
+def test_a_policy_replayed_on_a_measured_row_gets_the_stored_time_of_the_config_it_picks():
+    """Replaying plans the kernel again on meta tensors and reads the time the row stored
+    for that exact config; a config the row never timed has no time, not a neighbour's."""
+    (entry,) = _entries(lambda t: t.softmax(-1) * 2, (2000, 3000))
+    spec = gxusim.current_spec()
+    kernel = corpus.load_kernel(entry)
+    args = corpus.meta_arguments(entry)
+    candidates = candidate_plans(kernel.shape, kernel.numels(args), spec)
+    row = {"id": entry["id"], "candidates": [
+        {"meta": p.meta, "num_warps": p.num_warps, "num_stages": p.num_stages,
+         "seconds": 1e-6 * (i + 1)} for i, p in enumerate(candidates)]}
+    plan, seconds = corpus.replayed_plan(row, entry, resolve_policy("gxu"), spec)
+    index = next(i for i, p in enumerate(candidates) if (p.meta, p.num_warps, p.num_stages)
+                 == (plan.meta, plan.num_warps, plan.num_stages))
+    assert seconds == 1e-6 * (index + 1)
+    del row["candidates"][index]
+    assert corpus.replayed_plan(row, entry, resolve_policy("gxu"), spec)[1] is None
+    row["gxu"] = {"meta": plan.meta, "num_warps": plan.num_warps,
+                  "num_stages": plan.num_stages, "seconds": 7e-6}
+    assert corpus.replayed_plan(row, entry, resolve_policy("gxu"), spec)[1] == 7e-6
 
 
 def test_gxusim_report_writes_a_page_for_a_measured_corpus(tmp_path):

@@ -36,18 +36,11 @@ KERNELS = Path(__file__).resolve().parent / "kernels.jsonl"
 SAMPLED_CONFIGS = 3  # besides gxu's own, per kernel
 
 
-def _meta_arguments(entry: dict) -> list:
-    """The entry's arguments as meta tensors: sizes and strides, no memory."""
-    return [a["value"] if "dtype" not in a else
-            torch.empty_strided(a["shape"], a["stride"], dtype=corpus.DTYPES[a["dtype"]],
-                                device="meta") for a in entry["args"]]
-
-
 def compile_entry(entry: dict, spec_name: str) -> list[dict]:
     """One row per compiled config of one corpus kernel."""
     spec = gxusim.load_spec(spec_name)
     kernel = corpus.load_kernel(entry)
-    args = _meta_arguments(entry)
+    args = corpus.meta_arguments(entry)
     numels = kernel.numels(args)
     with gxusim.use_spec(spec):
         chosen = kernel.plan(args, numels, resolve_policy("gxu"), spec)
