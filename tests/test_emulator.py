@@ -162,3 +162,60 @@ def test_random_numbers_are_tritons_philox_bit_for_bit() -> None:
             torch.testing.assert_close(normals, reference[2], rtol=2e-6, atol=2e-6)
         else:
             assert torch.equal(got[0], reference[0])
+
+
+def test_reshapes_regroup_a_block_in_row_major_order() -> None:
+    """tl.reshape to shapes that are not the source's plus or minus unit axes (sizes from
+    compile-time `**` and a slice of `.shape`), and an inlined helper whose default names a
+    global of its own module; against Triton's interpreter (the GPU on a GPU machine)."""
+    x = torch.randn(8, 32)
+    case = dict(module="pointwise", kernel="reshaped_sums", grid=(1,),
+                args=[x, torch.empty(16), torch.empty(8, 16)], constexprs=dict(R=8, C=32, LOG=4))
+    (reference,) = run_reference([case])
+    rows, pairs = torch.empty(16), torch.empty(8, 16)
+    report = emu.emulate(pointwise.reshaped_sums, (1,), x, rows, pairs, R=8, C=32, LOG=4)
+    assert report.ok, report.findings
+    torch.testing.assert_close(rows, x.reshape(16, 16).sum(1) * 0.5)
+    torch.testing.assert_close(pairs, x.reshape(8, 16, 2).sum(2))
+    torch.testing.assert_close(rows, reference[1])
+    torch.testing.assert_close(pairs, reference[2])
+
+
+def test_sorts_and_permutations_give_the_references_blocks() -> None:
+    """tl.sort both ways (ties included), topk, flip along each axis, gather along rows and a
+    masked histogram with values outside its bins: the same blocks as Triton's interpreter
+    (the GPU on a GPU machine) and as torch."""
+    R, C, K, BINS = 4, 16, 4, 8
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(-20, 20, (R, C), generator=g).float()  # repeated values: ties
+    index = torch.randint(0, C, (R, C), generator=g, dtype=torch.int32)
+    values = torch.randint(-2, BINS + 2, (C,), generator=g, dtype=torch.int32)
+    outputs = [torch.empty(R, C), torch.empty(R, C), torch.empty(R, K), torch.empty(R, C),
+               torch.empty(R, C), torch.empty(R, C), torch.empty(BINS, dtype=torch.int32)]
+    case = dict(module="permutations", kernel="permutations", grid=(1,),
+                args=[x, index, values, *outputs], constexprs=dict(R=R, C=C, K=K, BINS=BINS))
+    (reference,) = run_reference([case])
+    from triton_kernels import permutations
+    report = emu.emulate(permutations.permutations, (1,), x, index, values, *outputs,
+                         R=R, C=C, K=K, BINS=BINS)
+    assert report.ok, report.findings
+    kept = values[:-1]
+    expected = [x.sort(1).values, x.sort(1, descending=True).values, x.topk(K, 1).values,
+                x.flip(0), x.flip(1), x.gather(1, index.long()),
+                torch.bincount(kept[(kept >= 0) & (kept < BINS)], minlength=BINS).int()]
+    for got, want, ref in zip(outputs, expected, reference[3:]):
+        assert torch.equal(got, want) and torch.equal(got, ref)
+
+
+def test_a_sort_puts_nan_above_every_number() -> None:
+    from triton_kernels import permutations
+    R, C = 4, 16
+    x = torch.randn(R, C)
+    x[0, 3] = x[2, 0] = x[2, 9] = float("nan")
+    outputs = [torch.empty(R, C), torch.empty(R, C), torch.empty(R, 4), torch.empty(R, C),
+               torch.empty(R, C), torch.empty(R, C), torch.empty(8, dtype=torch.int32)]
+    index = torch.zeros(R, C, dtype=torch.int32)
+    emu.emulate(permutations.permutations, (1,), x, index, torch.zeros(C, dtype=torch.int32),
+                *outputs, R=R, C=C, K=4, BINS=8)
+    torch.testing.assert_close(outputs[0], x.sort(1).values, equal_nan=True)
+    torch.testing.assert_close(outputs[1], x.sort(1, descending=True).values, equal_nan=True)

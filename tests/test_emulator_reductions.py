@@ -7,7 +7,7 @@ import gxusim
 from gxusim import perf_model
 from gxusim.emulator import EmulationError
 from triton_kernels.pointwise import add_relu_chunked, int_isnan
-from triton_kernels.reductions import row_arg_extremes, row_sum
+from triton_kernels.reductions import row_arg_extremes, row_sum, row_sums_walking_pointers
 
 
 @pytest.mark.parametrize("cols", [4096, 4000])  # 4000: the last chunk is partly masked
@@ -65,3 +65,16 @@ def test_isnan_of_an_integer_is_refused() -> None:
     x, out = torch.arange(n, dtype=torch.int32), torch.empty(n, dtype=torch.int8)
     with pytest.raises(EmulationError, match=r"isnan of an integer \(int32\).*int_isnan line"):
         gxusim.emulate(int_isnan, (1,), x, out, n, XBLOCK=128)
+
+
+def test_a_pointer_advanced_in_a_loop_is_carried_to_the_next_iteration() -> None:
+    """`at += BLOCK` inside a runtime loop moves the pointer for the next iteration (each
+    chunk is read once, the tail masked); moving it to another buffer is refused."""
+    x, out = torch.randn(5, 300), torch.empty(5)
+    report = gxusim.emulate(row_sums_walking_pointers, (5,), x, out, 5, 300, BLOCK=128,
+                            OTHER_BUFFER=False)
+    assert report.ok, report.findings
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+    with pytest.raises(EmulationError, match="loop-carried pointer 'at' is set to another buffer"):
+        gxusim.emulate(row_sums_walking_pointers, (5,), x, out, 5, 300, BLOCK=128,
+                       OTHER_BUFFER=True)

@@ -4,8 +4,8 @@ Modules, one job each, in pipeline order:
 - front end: `source` (kernel text, AST, hash), `ir` (the IR types), `ops` (op semantics
   tables and dtype rules), `block_ops` (IR-building primitives), `builder` and
   `expressions` (the AST interpreter -> IR: statements; expressions and calls),
-  `tl_library` and `tl_reductions` (the `tl.*` / triton_helpers functions the builder
-  runs), `tile_loop` (which loops iterate over tiles);
+  `tl_library`, `tl_reductions` and `tl_permutations` (the `tl.*` / triton_helpers
+  functions the builder runs), `tile_loop` (which loops iterate over tiles);
 - back end: `planner` (fusion into groups), `emitter` (numba source), `module_cache`
   (source -> loaded module, disk cache), `runtime` (helpers the generated code calls),
   `tracking` (which programs accessed which elements: recorded in the kernel, merged

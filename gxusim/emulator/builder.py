@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from . import dtypes as D
 from .block_ops import EmitInto
@@ -286,10 +286,13 @@ class Builder(ExpressionInterpreter):
             self.env = dict(before)
             init_stmts: list = []
             phis: dict = {}
+            pointers: dict = {}  # carried pointers: their offsets are the phis
             with EmitInto(self, init_stmts):
                 for name in sorted(assigned & live):
                     old = unwrap(before.get(name))
-                    if not isinstance(old, Val) and not is_number(old):
+                    if isinstance(old, Ptr):
+                        pointers[name], old = old, old.offset
+                    elif not isinstance(old, Val) and not is_number(old):
                         continue
                     init = self.as_val(old)
                     shape, dt = overrides.get(name, (init.shape, init.dtype))
@@ -297,7 +300,7 @@ class Builder(ExpressionInterpreter):
                     phi = Val("phi", shape, dt, deps=init.deps)
                     init_stmts.append(PhiSet(phi, init))
                     phis[name] = phi
-                    self.env[name] = phi
+                    self.env[name] = self._carried(pointers.get(name), phi)
             headed = head()
             body: list = []
             with EmitInto(self, body):
@@ -307,7 +310,7 @@ class Builder(ExpressionInterpreter):
                     raise self.fail("`return` directly inside a loop body")
                 mismatch = {}
                 for name, phi in phis.items():
-                    new = unwrap(self.env.get(name))
+                    new = self._carried_value(name, pointers.get(name))
                     if not isinstance(new, Val) and not is_number(new):
                         raise self.fail(f"loop-carried {name!r} becomes a non-tensor")
                     new = self.as_val(new, phi.dtype)
@@ -319,7 +322,8 @@ class Builder(ExpressionInterpreter):
                     continue
                 sets = []
                 for name, phi in phis.items():
-                    new = self.broadcast_to(self.as_val(unwrap(self.env[name]), phi.dtype), phi.shape)
+                    new = self.broadcast_to(self.as_val(self._carried_value(name, pointers.get(name)),
+                                                        phi.dtype), phi.shape)
                     if new is phi:
                         continue
                     if new.op == "phi" and new in phis.values():
@@ -332,9 +336,26 @@ class Builder(ExpressionInterpreter):
         self.loop_stack.pop()
         after = dict(before)
         for name in assigned:
-            after[name] = phis.get(name, Undefined(name, "assigned inside a loop and not carried"))
+            after[name] = self._carried(pointers.get(name), phis[name]) if name in phis else \
+                Undefined(name, "assigned inside a loop and not carried")
         self.env = after
         return init_stmts, body, headed
+
+    @staticmethod
+    def _carried(pointer: Optional[Ptr], phi: Val) -> Any:
+        """What a carried name holds in and after its loop: the phi, or for a pointer the
+        pointer at the phi's offset."""
+        return phi if pointer is None else Ptr(pointer.base, pointer.elem, phi)
+
+    def _carried_value(self, name: str, pointer: Optional[Ptr]) -> Any:
+        """The value a carried name ends an iteration with (a pointer's: its offset)."""
+        new = unwrap(self.env.get(name))
+        if pointer is None:
+            return new
+        if not isinstance(new, Ptr) or new.base != pointer.base:
+            raise self.fail(f"loop-carried pointer {name!r} is set to another buffer inside the "
+                            f"loop (a pointer may only move within its buffer)")
+        return new.offset
 
     def read_before_write(self, body: list) -> set:
         """Names the loop body may read before assigning them (so they need a loop-carried value)."""

@@ -35,7 +35,7 @@ from typing import Any, Optional
 from . import dtypes as D
 from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, While, walk
 from .module_cache import runtime_hash
-from .ops import MATH
+from .ops import MATH, flat_index, unflat_index
 from .planner import Group, Planner, base_reads
 from .tracking import LOAD, NO_RUN, PER_ELEMENT, STORE
 
@@ -103,14 +103,6 @@ class Emitter:
     def is_array(self, v: Val) -> bool:
         return v.shape != () and (v.op in ("phi", "red") or v.id in self.planner.materialize)
 
-    def flat(self, shape: tuple, idx: list) -> str:
-        terms, stride = [], 1
-        for size, i in reversed(list(zip(shape, idx))):
-            if i != "0" and size != 1:
-                terms.append(i if stride == 1 else f"{i} * {stride}")
-            stride *= size
-        return " + ".join(reversed(terms)) or "0"
-
     def read(self, v: Val, idx: list, group: Optional[Group]) -> str:
         if v.op == "const":
             return D.literal(v.attrs["value"], v.dtype)
@@ -124,12 +116,14 @@ class Emitter:
             src = v.args[0]
             return self.read(src, ["0" if src.shape[k] == 1 else idx[m]
                                    for k, m in enumerate(v.attrs["map"])], None)
+        if v.op == "reshape":  # the same row-major position in the source's shape
+            return self.read(v.args[0], unflat_index(v.args[0].shape, flat_index(v.shape, idx)), None)
         if group is not None and v.id in group.defined:
             return self.name(v)
         if not self.is_array(v):
             raise AssertionError(f"{v} read outside its group but not materialised")
         self.arrays[v.id] = v
-        return f"a{v.id}[{self.flat(v.shape, idx)}]"
+        return f"a{v.id}[{flat_index(v.shape, idx)}]"
 
     def operand(self, v: Val, cdt: str, gidx: list, group: Optional[Group]) -> str:
         rank = len(gidx)
@@ -257,7 +251,7 @@ class Emitter:
             idx.append(i)
         inner = depth + len(idx)
         if g.shape:
-            self.w(inner, f"f = {self.flat(g.shape, idx)}")
+            self.w(inner, f"f = {flat_index(g.shape, idx)}")
         return idx, inner
 
     def block_loop(self, g: Group, depth: int, site_vars: dict, kind: str) -> None:
@@ -539,7 +533,7 @@ class Emitter:
                 self.w(depth, f"{self.name(out)} = {self.name(a)}")
             else:
                 self.arrays[out.id] = out
-                flat = self.flat(tuple(shape[k] for k in kept), out_idx)
+                flat = flat_index(tuple(shape[k] for k in kept), out_idx)
                 self.w(depth, f"a{out.id}[{flat}] = {self.name(a)}")
 
     def scan_code(self, r: Reduce, d: int) -> None:
@@ -566,7 +560,7 @@ class Emitter:
             out_idx[axis] = at
             for a, out in zip(acc, r.outputs):
                 self.arrays[out.id] = out
-                self.w(depth, f"a{out.id}[{self.flat(shape, out_idx)}] = {self.name(a)}")
+                self.w(depth, f"a{out.id}[{flat_index(shape, out_idx)}] = {self.name(a)}")
 
         first = position("0")
         idx[axis] = first

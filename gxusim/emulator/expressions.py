@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import inspect
 import dataclasses
 import math
 from typing import Any
@@ -15,14 +17,16 @@ import triton.language as tl
 from triton.language.core import is_builtin
 from triton.runtime.jit import JITFunction
 
-from . import tl_library, tl_reductions
+from . import tl_library, tl_permutations, tl_reductions
 from .block_ops import BlockOps
 from .ir import Ptr, Val
 from .ops import (AST_BINARY_OPS, AST_COMPARISONS, IDENTITY_TL, IGNORED_TL, MATH, UNSUPPORTED_TL,
                   classify_callable, unwrap)
 from .source import KernelFunction
 
-TL_FUNCTIONS = {**tl_library.FUNCTIONS, **tl_reductions.FUNCTIONS}
+TL_FUNCTIONS = {**tl_library.FUNCTIONS, **tl_reductions.FUNCTIONS, **tl_permutations.FUNCTIONS}
+# Python builtins Triton's code generator turns into tl functions where a tensor is involved.
+BUILTINS_ON_TENSORS = {builtins.min: "minimum", builtins.max: "maximum"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +84,8 @@ class ExpressionInterpreter(BlockOps):
         raise self.fail(f"unknown name {name!r}")
 
     def binop(self, op: type, a: Any, b: Any) -> Any:
+        if op is ast.Pow and not _has_tensor([a, b], {}):
+            return unwrap(a) ** unwrap(b)  # compile-time arithmetic (`2**log_k`)
         if op not in AST_BINARY_OPS:
             raise self.fail(f"operator {op.__name__}")
         return self.binary(AST_BINARY_OPS[op], a, b)
@@ -169,6 +175,11 @@ class ExpressionInterpreter(BlockOps):
         except AttributeError:
             raise self.fail(f"attribute {attr!r} of {obj!r}") from None
 
+    def e_Slice(self, node: ast.Slice) -> slice:
+        """A slice of a Python sequence (`x.shape[:-1]`); tensor subscripts take theirs apart."""
+        return slice(*(None if part is None else unwrap(self.expr(part))
+                       for part in (node.lower, node.upper, node.step)))
+
     def e_Subscript(self, node: ast.Subscript) -> Any:
         obj = unwrap(self.expr(node.value))
         index = node.slice
@@ -239,24 +250,24 @@ class ExpressionInterpreter(BlockOps):
             return self.inline(f, args, kwargs)
         if category == "other" and callable(f) and not _has_tensor(args, kwargs):
             return f(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+        if f in BUILTINS_ON_TENSORS and not kwargs and len(args) >= 2:
+            return functools.reduce(lambda x, y: TL_FUNCTIONS[BUILTINS_ON_TENSORS[f]](self, x, y), args)
         raise self.fail(f"call to {getattr(f, '__module__', '')}.{name or f!r}")
 
     def inline(self, f: JITFunction, args: list, kwargs: dict) -> Any:
         callee = KernelFunction(f)
         self.sources.append(callee.src)
-        params = callee.tree.args
-        names = [a.arg for a in params.args]
-        defaults = params.defaults
+        # the defaults as Python evaluated them, in the callee's module (Triton's library
+        # writes `descending: core.constexpr = core.CONSTEXPR_0`)
+        parameters = inspect.signature(f.fn).parameters
         env: dict = {}
-        for i, name in enumerate(names):
+        for i, (name, parameter) in enumerate(parameters.items()):
             if i < len(args):
                 env[name] = args[i]
             elif name in kwargs:
                 env[name] = kwargs[name]
-            elif i >= len(names) - len(defaults):
-                env[name] = unwrap(ast.literal_eval(defaults[i - (len(names) - len(defaults))])) \
-                    if isinstance(defaults[i - (len(names) - len(defaults))], ast.Constant) else \
-                    self.expr(defaults[i - (len(names) - len(defaults))])
+            elif parameter.default is not inspect.Parameter.empty:
+                env[name] = unwrap(parameter.default)
             else:
                 raise self.fail(f"missing argument {name!r} of {callee.name}")
         saved = (self.func, self.env, self.node, self.loop_stack, self.current_tree)

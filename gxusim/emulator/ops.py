@@ -7,6 +7,7 @@ refused, ignored or passed through. The builder consults these tables; it holds 
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any, Callable, Optional
 
 import triton.language as tl
@@ -133,8 +134,7 @@ def sum_dtype(dtype: str) -> str:
 # Triton library functions the emulator refuses where the kernel calls them (their
 # implementations would otherwise be inlined and fail deep inside Triton's own source).
 UNSUPPORTED_TL = {
-    **dict.fromkeys(("sort", "topk", "flip", "histogram", "gather"), "sorts and permutations"),
-    **dict.fromkeys(("dot", "dot_scaled"), "matrix products"),
+    "dot_scaled": "scaled (microscaling) matrix products",
 }
 IGNORED_TL = {"static_assert", "device_assert", "static_print", "device_print", "debug_barrier",
               "assume"}
@@ -158,3 +158,21 @@ def classify_callable(f: Any) -> tuple[str, str]:
         return "helper", name
     return "other", name
 
+
+
+def flat_index(shape: tuple, idx: list) -> str:
+    """The row-major position of the element at index expressions `idx` of a block of
+    `shape` (an expression; unit axes and zero indices left out)."""
+    terms, stride = [], 1
+    for size, i in reversed(list(zip(shape, idx))):
+        if i != "0" and size != 1:
+            terms.append(i if stride == 1 else f"{i} * {stride}")
+        stride *= size
+    return " + ".join(reversed(terms)) or "0"
+
+
+def unflat_index(shape: tuple, position: str) -> list[str]:
+    """Index expressions, in a block of `shape`, of the element at row-major `position`."""
+    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    return [f"(({position}) // {stride}) % {size}" if stride > 1 else f"({position}) % {size}"
+            for stride, size in zip(strides, shape)]

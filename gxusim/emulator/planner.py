@@ -48,7 +48,7 @@ def operands(s: Any) -> list:
 
 def base_reads(v: Val, via_view: bool = False) -> Iterator[tuple[Val, bool]]:
     """(Val, read through a view?) for the value behind each operand."""
-    if v.op == "view":
+    if v.op in ("view", "reshape"):
         yield from base_reads(v.args[0], True)
     else:
         yield v, via_view

@@ -158,7 +158,8 @@ def tl_reshape(builder: BlockOps, x: Any, *shape: Any, can_reorder: bool = False
     src_dims = [d for d, s in enumerate(x.shape) if s != 1]
     out_dims = [d for d, s in enumerate(shape) if s != 1]
     if [x.shape[d] for d in src_dims] != [shape[d] for d in out_dims]:
-        raise builder.fail(f"reshape {x.shape} -> {shape} (only adding/removing unit dims)")
+        # a regrouping: elements keep their row-major order
+        return Val("reshape", shape, x.dtype, (x,), {}, x.deps)
     mapping, it = [], iter(out_dims)
     unit_out = [d for d, s in enumerate(shape) if s == 1]
     for s in x.shape:

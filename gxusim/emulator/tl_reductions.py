@@ -6,6 +6,7 @@ and argmin carry (value, index) pairs. `FUNCTIONS` maps `tl` names, `HELPERS` he
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 from triton.runtime.jit import JITFunction
@@ -117,6 +118,123 @@ def tl_argmin(builder: BlockOps, x: Any, axis: Any, tie_break_left: bool = True,
     return arg_reduce(builder, x, axis, keep_dims, "<", tie_break_left)[1]
 
 
+# tl.dot: the smallest K Triton's NVIDIA backend accepts, by operand width (M and N: any).
+DOT_MIN_K = {8: 32, 16: 16, 32: 8, 64: 4}
+DOT_INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
+_TF32_KEPT_BITS = -8192  # 0xFFFFE000: sign, exponent and tf32's 10 mantissa bits
+
+
+def _truncated_to_tf32(builder: BlockOps, x: Val) -> Val:
+    """An fp32 operand as the tensor cores read it in TF32 mode: the low 13 mantissa bits
+    ignored (Triton converts nothing for plain tf32)."""
+    bits = builder.binary("and", builder.bitcast(x, "int32"), _TF32_KEPT_BITS)
+    return builder.bitcast(bits, "fp32")
+
+
+def _rounded_to_tf32(builder: BlockOps, x: Val) -> Val:
+    """cvt.rna.tf32.f32: to the nearest tf32, ties away from zero (3xTF32's big part)."""
+    bits = builder.binary("add", builder.bitcast(x, "int32"), 4096)
+    return builder.bitcast(builder.binary("and", bits, _TF32_KEPT_BITS), "fp32")
+
+
+def _split(builder: BlockOps, x: Val, parts: int, big: Callable[[BlockOps, Val], Val]) -> list:
+    """x as `parts` terms, each the rounding `big` of what the terms before it leave."""
+    terms, rest = [], x
+    for _ in range(parts):
+        terms.append(big(builder, rest))
+        rest = builder.binary("sub", rest, terms[-1])
+    return terms
+
+
+def _bf16(builder: BlockOps, x: Val) -> Val:
+    return builder.cast(builder.cast(x, "bf16"), "fp32")
+
+
+def _products(a: Val, b: Val, precision: str, builder: BlockOps) -> list[tuple[Val, Val]]:
+    """The operand pairs an fp32 dot multiplies at this input precision (Triton's F32DotTC
+    splits: 3xTF32 adds big*small and small*big to big*big; bf16x3 and bf16x6 the same with
+    two and three bf16 terms)."""
+    if precision == "ieee":
+        return [(a, b)]
+    if precision == "tf32":
+        return [(_truncated_to_tf32(builder, a), _truncated_to_tf32(builder, b))]
+    if precision == "tf32x3":
+        (a_big, a_small), (b_big, b_small) = (_split(builder, v, 2, _rounded_to_tf32) for v in (a, b))
+        return [(_truncated_to_tf32(builder, a_small), _truncated_to_tf32(builder, b_big)),
+                (_truncated_to_tf32(builder, a_big), _truncated_to_tf32(builder, b_small)),
+                (a_big, b_big)]
+    terms = 2 if precision == "bf16x3" else 3
+    at, bt = _split(builder, a, terms, _bf16), _split(builder, b, terms, _bf16)
+    return [(at[i], bt[j]) for order in reversed(range(terms)) for i in range(order + 1)
+            for j in (order - i,)]
+
+
+def tl_dot(builder: BlockOps, input: Any, other: Any, acc: Any = None, input_precision: Any = None,
+           allow_tf32: Any = None, max_num_imprecise_acc: Any = None, out_dtype: Any = None
+           ) -> Val:
+    """Matrix product of 2-D (or batched 3-D) blocks with Triton's rules: both operands of
+    one dtype, K at least DOT_MIN_K for their width, fp16/bf16/fp32 products accumulated in
+    fp32 (fp16 may ask for fp16), int8 in int32, fp64 in fp64; fp32 operands at the input
+    precision asked for (default tf32, as Triton's NVIDIA backend), then `acc` added."""
+    a, b = builder.as_val(input), builder.as_val(other)
+    if a.dtype != b.dtype:
+        raise builder.fail(f"tl.dot of {a.dtype} and {b.dtype}: Triton needs one dtype")
+    if a.dtype not in ("int8", "uint8", "fp16", "bf16", "fp32", "fp64"):
+        raise builder.fail(f"tl.dot of {a.dtype} operands (Triton takes int8, uint8, fp16, "
+                           f"bf16, fp32, fp64; fp8 is not emulated)")
+    if not (len(a.shape) == len(b.shape) in (2, 3)) or a.shape[-1] != b.shape[-2] \
+            or a.shape[:-2] != b.shape[:-2]:
+        raise builder.fail(f"tl.dot of blocks {a.shape} and {b.shape} (2-D [M, K] x [K, N], "
+                           f"or 3-D with one batch size)")
+    min_k = DOT_MIN_K[D.bits(a.dtype)]
+    if a.shape[-1] < min_k:
+        raise builder.fail(f"tl.dot with K = {a.shape[-1]}: Triton needs K >= {min_k} for "
+                           f"{a.dtype} operands")
+    if unwrap(allow_tf32) is not None and unwrap(input_precision) is None:
+        input_precision = "tf32" if unwrap(allow_tf32) else "ieee"
+    precision = str(unwrap(input_precision) or _default_dot_precision()).lower()
+    if precision not in DOT_INPUT_PRECISIONS:
+        raise builder.fail(f"tl.dot input_precision={precision!r} (one of "
+                           f"{', '.join(DOT_INPUT_PRECISIONS)})")
+    asked = dtype_name(out_dtype) if unwrap(out_dtype) is not None else None
+    if D.is_int(a.dtype):
+        accumulate = "int32"
+    elif a.dtype == "fp64":
+        accumulate = "fp64"
+    elif a.dtype == "fp16" and asked == "fp16":
+        accumulate = "fp16"
+    elif asked == "bf16":
+        raise builder.fail("tl.dot out_dtype=bfloat16 (Triton refuses it: accumulate in "
+                           "float32 and cast)")
+    else:
+        accumulate = "fp32"
+    acc = None if unwrap(acc) is None else builder.as_val(acc)
+    *batch, m, k = a.shape
+    n = b.shape[-1]
+    out_shape = (*batch, m, n)
+    if acc is not None and (acc.shape != out_shape or acc.dtype != accumulate):
+        raise builder.fail(f"tl.dot accumulator {acc.dtype}{list(acc.shape)}: expected "
+                           f"{accumulate}{list(out_shape)}")
+    rank, operands = len(batch), a.dtype
+    wide = "fp32" if accumulate == "fp16" else accumulate
+    a, b = builder.cast(a, wide), builder.cast(b, wide)
+    pairs = _products(a, b, precision, builder) if operands == "fp32" else [(a, b)]
+    total = None
+    for left, right in pairs:
+        # [.., M, K, 1] * [.., 1, K, N] summed over K
+        lhs = builder.view(left, (*batch, m, k, 1), tuple(range(rank + 2)))
+        rhs = builder.view(right, (*batch, 1, k, n), (*range(rank), rank + 1, rank + 2))
+        part = tl_sum(builder, builder.binary("mul", lhs, rhs), axis=rank + 1, dtype=None)
+        total = part if total is None else builder.binary("add", total, part)
+    total = builder.cast(total, accumulate)
+    return total if acc is None else builder.cast(builder.binary("add", acc, total), accumulate)
+
+
+def _default_dot_precision() -> str:
+    """Triton's default for fp32 operands: tf32, unless TRITON_F32_DEFAULT says otherwise."""
+    return os.environ.get("TRITON_F32_DEFAULT") or "tf32"
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     name[3:]: f for name, f in dict(globals()).items() if name.startswith("tl_")}
 
@@ -133,8 +251,8 @@ def _select_one(builder: BlockOps, x: Any, mask: Any, dim: Any, keep_dims: Any =
 
 
 def _refuse_sort(builder: BlockOps, *args: Any, **kwargs: Any) -> Val:
-    raise builder.fail("tl.sort (Inductor's triton_helpers.sort_with_index, a bitonic sort "
-                       "over bitcast values): sorts are not emulated")
+    raise builder.fail("Inductor's triton_helpers.sort_with_index (a bitonic sort of values "
+                       "with their indices over bitcast keys) is not emulated")
 
 
 def _elementwise(fn: str) -> Callable[..., Val]:

@@ -1,5 +1,6 @@
 """Pointwise kernels: the seed's capped add+relu (both tile orders), tanh-GELU the way
-Inductor writes it, narrow-float casts, a 2D transpose and an embedding gather."""
+Inductor writes it, narrow-float casts, a 2D transpose, an embedding gather and reshapes
+that regroup a block."""
 import triton
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
@@ -167,3 +168,23 @@ def negate(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
     xmask = xindex < xnumel
     tl.store(out_ptr0 + xindex, -tl.load(in_ptr0 + xindex, xmask), xmask)
+
+
+HALF = tl.constexpr(0.5)
+
+
+@triton.jit
+def _scaled(x, factor: tl.constexpr = HALF):
+    """A default that names a global of this module (inlined into another kernel)."""
+    return x * factor
+
+
+@triton.jit
+def reshaped_sums(x, rows_out, pairs_out, R: tl.constexpr, C: tl.constexpr, LOG: tl.constexpr):
+    """Reshapes that regroup elements (row-major), sizes computed at compile time from the
+    block's shape (`2**LOG`, `v.shape[:-1]`)."""
+    v = tl.load(x + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+    regrouped = tl.reshape(v, [2**LOG, (R * C) // 2**LOG])
+    tl.store(rows_out + tl.arange(0, 2**LOG), _scaled(tl.sum(regrouped, axis=1)))
+    pairs = tl.sum(tl.reshape(v, v.shape[:-1] + [C // 2, 2]), axis=2)
+    tl.store(pairs_out + tl.arange(0, R)[:, None] * (C // 2) + tl.arange(0, C // 2)[None, :], pairs)

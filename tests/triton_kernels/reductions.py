@@ -161,3 +161,20 @@ def row_arg_extremes(in_ptr0, out_ptr0, out_ptr1, out_ptr2, out_ptr3, out_ptr4, 
     tl.store(out_ptr3 + xs, tl.argmin(x, 1, tie_break_left=False), xmask)
     _, index = tl.max(x, 1, return_indices=True, return_indices_tie_break_left=False)
     tl.store(out_ptr4 + xs, index, xmask)
+
+
+@triton.jit
+def row_sums_walking_pointers(x, out, rows, cols, BLOCK: tl.constexpr, OTHER_BUFFER: tl.constexpr):
+    """Row sums in the hand-written style: a block of pointers advanced by BLOCK each
+    iteration (loop-carried pointers), the last chunk masked by what is left. With
+    OTHER_BUFFER the pointer is moved to `out` inside the loop, which the emulator refuses."""
+    row = tl.program_id(0)
+    r = tl.arange(0, BLOCK)
+    at = x + row * cols + r
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for k in range(0, tl.cdiv(cols, BLOCK)):
+        acc += tl.load(at, mask=r < cols - k * BLOCK, other=0.0)
+        at += BLOCK
+        if OTHER_BUFFER:
+            at = out + r
+    tl.store(out + row, tl.sum(acc, 0))
