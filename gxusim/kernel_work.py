@@ -297,8 +297,9 @@ class _PhaseReader:
                 pending += [node.left, node.right]
             else:
                 terms.append(node)
+        # A loaded value in the address (a gather's index) strides by whatever it holds.
         return frozenset().union(*[self.axes.get(t.id, frozenset()) for t in terms
-                                   if isinstance(t, ast.Name)])
+                                   if isinstance(t, ast.Name) and not self.depth.get(t.id)])
 
     def access(self, call: ast.Call, store: bool) -> Access:
         address = call.args[0]

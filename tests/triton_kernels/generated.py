@@ -59,3 +59,32 @@ K_TRANSPOSE = textwrap.dedent("""
             tmp2 = tmp0 + tmp1
             tl.store(out_ptr0 + (x2 + 256*y3), tmp2, xmask)
     """)
+
+# A negative log-likelihood over 8 rows of 8192 tokens as Inductor writes it: each token's
+# target id (int64, along the reduced axis) names one logit of its row of 1000; the gathered
+# load is one element a token, contiguous along no axis (not a table row: no gather layout).
+TOKEN_NLL = textwrap.dedent("""
+    @triton_heuristics.reduction(triton_meta={'signature': {'in_ptr0': '*i64', 'in_ptr1': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'r0_numel': 'i32', 'XBLOCK': 'constexpr', 'R0_BLOCK': 'constexpr'}})
+    @triton.jit
+    def triton_red_fused_nll_loss_forward_0(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr, NUM_STAGES : tl.constexpr):
+        xnumel = 8
+        r0_numel = 8192
+        for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+            xoffset = xtile * XBLOCK
+            xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+            xmask = xindex < xnumel
+            r0_base = tl.arange(0, R0_BLOCK)[None, :]
+            x0 = xindex
+            _tmp4 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+            for r0_offset in tl.range(0, r0_numel, R0_BLOCK, num_stages=NUM_STAGES):
+                r0_index = r0_offset + r0_base
+                r0_mask = r0_index < r0_numel
+                r0_1 = r0_index
+                tmp0 = tl.load(in_ptr0 + (r0_1 + 8192*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+                tmp2 = tl.load(in_ptr1 + (tmp0 + 1000*r0_1 + 8192000*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+                tmp3 = -tmp2
+                tmp5 = _tmp4 + tmp3
+                _tmp4 = tl.where(r0_mask & xmask, tmp5, _tmp4)
+            tmp4 = tl.sum(_tmp4, 1)[:, None]
+            tl.store(out_ptr0 + (x0), tmp4, xmask)
+""")
