@@ -213,7 +213,9 @@ class GXUHeuristics(Heuristics):
       bf16 at 0.99-1.00 of the ceiling, in two runs; their neighbours 0.8-0.9).
 
     Rows of 32K elements and more are walked one row per tile in 8K-element chunks, one
-    long contiguous stream (2048 x 32768 softmax: 441 us against 529 us for 64 x 256).
+    long contiguous stream (2048 x 32768 softmax: 441 us against 529 us for 64 x 256); where
+    a program has only a few rows (at most 8), they share its tile side by side, so the
+    programs finish together.
     Column reductions (loads contiguous along x) take 128 columns per tile.
 
     The rules are read against the kernel's traits (`choose_*`): where the rules' tile would
@@ -256,6 +258,7 @@ class GXUHeuristics(Heuristics):
     # Rows at least this long: one row per tile, in LONG_ROW_CHUNK-element chunks.
     LONG_ROW = 32 * 1024
     LONG_ROW_CHUNK = 8 * 1024
+    LONG_ROW_MIN_RUN = 1024  # elements of each row a long-row chunk reads at least
     # Column reductions: up to COLUMNS columns per tile, COLUMN_ELEMENTS_PER_THREAD elements a
     # thread (128 x 128 fp32: 8 warps 1.00 of the ceiling, 16 warps 0.95).
     COLUMNS = 128
@@ -357,7 +360,13 @@ class GXUHeuristics(Heuristics):
             rows = min(rows_per_program, self.MAX_ROWS, max(1, self.WHOLE_ROW_TILE // row))
             rblock = row
         elif row >= self.LONG_ROW:
-            rows, rblock = 1, self.LONG_ROW_CHUNK
+            # A program with a few rows to reduce takes them side by side in one tile, so
+            # that every program's share is one tile and none finishes a row alone after the
+            # rest (40 rows on 32 programs: 20 tiles of 2 rows, not 8 programs taking a
+            # second row); with more, one row a tile (the tail is a small part of the work).
+            side_by_side = rows_per_program <= self.LONG_ROW_CHUNK // self.LONG_ROW_MIN_RUN
+            rows = rows_per_program if side_by_side else 1
+            rblock = self.LONG_ROW_CHUNK // rows
         else:
             rblock = min(row, max(self.MIN_CHUNK, self.MULTI_PASS_ROW_BYTES // dtype.itemsize))
             rows = min(rows_per_program, self.MAX_ROWS, max(1, self.MULTI_PASS_TILE // rblock))

@@ -10,10 +10,11 @@ import torch
 import gxusim
 from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
-                                 gather_conversion_bytes, plan_launch)
-from gxusim.kernel_work import kernel_work, static_blocks
+                                 gather_conversion_bytes, kernel_kind, kernel_shape_from_source,
+                                 plan_launch, reduction_question)
+from gxusim.kernel_work import kernel_phases, kernel_work, static_blocks
 from gxusim.launch_facts import pipelined
-from triton_kernels.generated import EMBEDDING_SUM
+from triton_kernels.generated import EMBEDDING_SUM, TOKEN_NLL
 from gxusim.compiler.policies import POLICIES, current_heuristics
 from gxusim.findings import check_launch
 
@@ -219,6 +220,21 @@ def test_one_pass_reductions_stream_pipelined_chunks_and_multi_pass_ones_do_not(
     softmax, = _planned(lambda t: t.softmax(-1), (4096, 8192), spec, GXURules())
     assert softmax.rules["XBLOCK"] == "gxu.select_reduction"
     assert softmax.meta["NUM_STAGES"] == 1
+
+
+@pytest.mark.parametrize("spec", ["gxu", "gxu-on-h200"])
+def test_a_few_long_rows_a_program_are_reduced_side_by_side(spec):
+    """Rows of 32K elements and more: where each program has a few rows to reduce, gxu puts
+    them side by side in one tile (every program's share one tile, none left reducing a row
+    alone), the tile's elements as for one row; with many rows a program, one row a tile."""
+    gxu = GXUHeuristics(gxusim.load_spec(spec))
+    programs = gxusim.load_spec(spec).max_grid
+    for rows in (programs + 1, 2 * programs - 3, 5 * programs):
+        few = gxu.select_reduction(rows, 25088, torch.float32)
+        assert few.xblock > 1 and -(-rows // few.xblock) <= programs, (rows, few)
+        assert few.xblock * few.rblock == GXUHeuristics.LONG_ROW_CHUNK
+    many = gxu.select_reduction(64 * programs, 32768, torch.float32)
+    assert (many.xblock, many.rblock) == (1, GXUHeuristics.LONG_ROW_CHUNK)
 
 
 def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
@@ -447,6 +463,21 @@ def test_gathers_are_asked_as_gathers_and_gxu_leaves_them_unpipelined():
     seed = plan_launch(shape, EMBEDDING_NUMELS, torch.float32, SeedHeuristics(), spec)
     one_pass = SeedHeuristics().select_one_pass_reduction(262144, 256, torch.float32)
     assert (seed.meta["XBLOCK"], seed.meta["R0_BLOCK"]) == (one_pass.xblock, one_pass.rblock)
+
+
+def test_a_gather_of_one_element_a_row_is_asked_as_a_one_pass_reduction():
+    """A loss that gathers one logit per token (its index loaded along the reduced axis) has
+    no table rows to lay out: it is a one-pass reduction, not an embedding-bag gather, and
+    the gathered load is contiguous along no axis (a loaded index strides by its values)."""
+    shape = kernel_shape_from_source(TOKEN_NLL, "triton_red_fused_nll_loss_forward_0")
+    assert not shape.gathers and kernel_kind(shape) == "looped_reduction"
+    assert reduction_question(shape) == "select_one_pass_reduction"
+    (loop,) = [phase for phase in kernel_phases(TOKEN_NLL) if phase.looped]
+    ids, logits = loop.accesses[:2]
+    assert (ids.depth, ids.unit_axes) == (1, frozenset("r"))
+    assert (logits.depth, logits.unit_axes) == (2, frozenset())
+    embedding = kernel_shape_from_source(EMBEDDING_SUM, "triton_red_fused_embedding_sum_0")
+    assert embedding.gathers and kernel_kind(embedding) == "gather_reduction"
 
 
 def test_compiled_dropout_draws_tritons_random_numbers_and_its_backward_keeps_the_mask():
