@@ -219,3 +219,18 @@ def test_a_sort_puts_nan_above_every_number() -> None:
                 *outputs, R=R, C=C, K=4, BINS=8)
     torch.testing.assert_close(outputs[0], x.sort(1).values, equal_nan=True)
     torch.testing.assert_close(outputs[1], x.sort(1, descending=True).values, equal_nan=True)
+
+
+def test_kernels_that_differ_only_in_names_and_sizes_share_one_compiled_module() -> None:
+    """Inductor writes a kernel's sizes into its body and names each kernel anew: two such
+    kernels are one structure, emulated by one generated module (one JIT compile), and each
+    still computes with its own sizes."""
+    from gxusim.emulator import module_cache
+    before = set(module_cache._modules)
+    for kernel, n, period in ((pointwise.triton_poi_fused_scale_bias_3, 1000, 250),
+                              (pointwise.triton_poi_fused_scale_bias_7, 1100, 275)):
+        x, bias, out = torch.randn(n), torch.randn(period), torch.full((n,), math.nan)
+        report = emu.emulate(kernel, (4,), x, bias, out, n, XBLOCK=128)
+        assert report.ok, report.findings
+        torch.testing.assert_close(out, x * 2.625 + bias.repeat(n // period))
+    assert len(set(module_cache._modules) - before) == 1

@@ -31,6 +31,10 @@ for _name in ("uint16", "uint32", "uint64"):
         TORCH_TO_TL[getattr(torch, _name)] = _name
 
 
+def is_integer(dt: str) -> bool:
+    return dt in SIGNED or dt in UNSIGNED
+
+
 def is_float(dt: str) -> bool:
     return dt in FLOATS
 

@@ -1,12 +1,15 @@
 """The code emitter: planned kernel IR -> Python source of numba functions.
 
-One generated module per kernel specialisation holds `_program` (one program instance:
+One generated module per kernel structure holds `_program` (one program instance:
 its tile loops, with every fused group written as scalar loops over block elements) and
 `launch_for(threads)`: the launch over the grid, a prange over contiguous chunks of programs
 (one chunk per thread), or a plain loop for one thread (numba compiles only the one a launch
-calls, and a parallel loop costs a third more to compile: small launches run serial). Block
-values live in registers inside a group and are written to an array only when the planner says
-a later group, a reduction or a view reads them.
+calls, and a parallel loop costs a third more to compile: small launches run serial).
+Integer constants (the sizes and strides Inductor writes into a kernel) are read from the
+module's `consts` parameter and values are named by rank, so kernels that differ only in
+their names and sizes share one module and one JIT compile. Block values live in registers
+inside a group and are written to an array only when the planner says a later group, a
+reduction or a view reads them.
 
 Every memory access is guarded: a masked-off lane does nothing, an unmasked lane outside
 the argument's storage is recorded (program, site, offset) and skipped. Per program and
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Optional
 
 from . import dtypes as D
@@ -88,6 +92,7 @@ class Emitter:
         self.loop_kind = GENERAL  # the kind of block loop being written
         self.unsure = None  # in a speculative dense loop: the variable its estimates set when unsure
         self.program_locals: list[str] = []  # initialisations at the top of `_program`
+        self.constants: dict[tuple, int] = {}  # (value, dtype) -> index in `consts`
         self.tmp = 0
 
     # ---------------------------------------------------------------- naming and reads
@@ -100,12 +105,29 @@ class Emitter:
             return f"np{v.attrs['axis']}"
         return f"v{v.id}"
 
+    def constant(self, value: Any, dt: str) -> str:
+        """An integer constant as a read of the module's `consts` parameter (the sizes and
+        strides Inductor writes into a kernel), so that kernels that differ only in them
+        share one compiled module; other constants as literals."""
+        if not D.is_integer(dt) or not -2**63 <= int(value) < 2**63:
+            return D.literal(value, dt)
+        key = (int(value), dt)
+        if key not in self.constants:
+            self.constants[key] = len(self.constants)
+            self.program_locals.append(f"cst{self.constants[key]} = "
+                                       f"{D.COMPUTE[dt]}(consts[{self.constants[key]}])")
+        return f"cst{self.constants[key]}"
+
+    def constant_values(self) -> list[int]:
+        """The values of the `consts` parameter, in order."""
+        return [value for value, _ in self.constants]
+
     def is_array(self, v: Val) -> bool:
         return v.shape != () and (v.op in ("phi", "red") or v.id in self.planner.materialize)
 
     def read(self, v: Val, idx: list, group: Optional[Group]) -> str:
         if v.op == "const":
-            return D.literal(v.attrs["value"], v.dtype)
+            return self.constant(v.attrs["value"], v.dtype)
         if v.shape == ():
             return self.name(v)
         idx = ["0" if size == 1 else i for size, i in zip(v.shape, idx)]
@@ -587,7 +609,7 @@ class Emitter:
             for name in self.kir.arg_names:
                 if name in self.kir.stored or name in self.layout.track_reads:
                     out += [(kind, name) for kind in TRACKING_PARAMS]
-        return out + [(kind, "") for kind in RECORD_PARAMS]
+        return out + [("consts", "")] + [(kind, "") for kind in RECORD_PARAMS]
 
     @staticmethod
     def param_name(kind: str, arg: str) -> str:
@@ -605,7 +627,7 @@ class Emitter:
         program_args = [f"{n}[c]" if k in TRACKING_PARAMS else n for (k, a), n in zip(params, names)]
         pdt = self.layout.program_dtype
         head = [
-            f"# gxusim emulator: kernel {self.kir.name}; runtime {runtime_hash()}",
+            f"# gxusim emulator module; runtime {runtime_hash()}",
             "from numba import njit, prange",
             "from gxusim.emulator.runtime import *",
             "from gxusim.emulator.tracking import *",
@@ -634,7 +656,20 @@ class Emitter:
             ]
         launch += ["", "", "def launch_for(threads):",
                    "    return _launch_parallel if threads > 1 else _launch_serial", ""]
-        return "\n".join(head + body + launch)
+        return _numbered_by_rank("\n".join(head + body + launch))
+
+
+def _numbered_by_rank(source: str) -> str:
+    """The source with its values' names (`v<id>`, `a<id>`) numbered by the rank of their
+    IR ids, not the ids themselves (which count every value built in the process): kernels
+    of the same structure then get the same module, compiled once (the module cache is
+    keyed by the source)."""
+    ids = sorted({int(number) for number in _VALUE_NAME.findall(source)})
+    rank = {str(number): str(position) for position, number in enumerate(ids)}
+    return _VALUE_NAME.sub(lambda m: m.group(0)[0] + rank[m.group(1)], source)
+
+
+_VALUE_NAME = re.compile(r"\b[va](\d+)\b")
 
 
 def generate(kir: KernelIR, layout: Layout, alias: dict) -> Emitter:

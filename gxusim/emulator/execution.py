@@ -72,6 +72,8 @@ def parameter_values(compiled: Specialisation, arguments: LaunchArguments,
             values.append(np.int64(buffers[name].array.shape[0]))
         elif kind == "scalar":
             values.append(arguments.scalars[name])
+        elif kind == "consts":
+            values.append(np.array(compiled.emitter.constant_values(), np.int64))
         elif kind in TRACKING_PARAMS:
             values.append(getattr(records.tracking[buffers[name].alias], kind))
         else:

@@ -188,3 +188,29 @@ def reshaped_sums(x, rows_out, pairs_out, R: tl.constexpr, C: tl.constexpr, LOG:
     tl.store(rows_out + tl.arange(0, 2**LOG), _scaled(tl.sum(regrouped, axis=1)))
     pairs = tl.sum(tl.reshape(v, v.shape[:-1] + [C // 2, 2]), axis=2)
     tl.store(pairs_out + tl.arange(0, R)[:, None] * (C // 2) + tl.arange(0, C // 2)[None, :], pairs)
+
+
+# Two kernels as Inductor writes one pointwise kernel at two sizes: the sizes and the modulus
+# of a broadcast input are literals in the body, and the names differ.
+@triton.jit
+def triton_poi_fused_scale_bias_3(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xnumel = 1000
+    for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+        xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)
+        xmask = xindex < xnumel
+        x0 = xindex % 250
+        tmp0 = tl.load(in_ptr0 + xindex, xmask)
+        tmp1 = tl.load(in_ptr1 + x0, xmask, eviction_policy='evict_last')
+        tl.store(out_ptr0 + xindex, tmp0 * 2.625 + tmp1, xmask)
+
+
+@triton.jit
+def triton_poi_fused_scale_bias_7(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xnumel = 1100
+    for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+        xindex = xtile * XBLOCK + tl.arange(0, XBLOCK)
+        xmask = xindex < xnumel
+        x0 = xindex % 275
+        tmp0 = tl.load(in_ptr0 + xindex, xmask)
+        tmp1 = tl.load(in_ptr1 + x0, xmask, eviction_policy='evict_last')
+        tl.store(out_ptr0 + xindex, tmp0 * 2.625 + tmp1, xmask)
