@@ -81,6 +81,28 @@ def capture() -> Iterator[list[CapturedLaunch]]:
         _captured.remove(launches)
 
 
+@dataclasses.dataclass(frozen=True)
+class KernelWatcher:
+    """Callbacks for tools that follow a compile (`gxusim run`'s progress bar): `created`
+    when Inductor loads a gxu kernel, `first_run` when that kernel's first launch returns
+    (on the emulator, after its module is built and compiled)."""
+    created: Callable[[str], None]
+    first_run: Callable[[str], None]
+
+
+_watchers: list[KernelWatcher] = []
+
+
+@contextlib.contextmanager
+def watching_kernels(watcher: KernelWatcher) -> Iterator[None]:
+    """Inside the block, `watcher` hears of every gxu kernel created and first run."""
+    _watchers.append(watcher)
+    try:
+        yield
+    finally:
+        _watchers.remove(watcher)
+
+
 _predicting = contextvars.ContextVar("gxusim_predict_only", default=False)
 PREDICTED = targets.Outcome([])  # what a launch that does not execute teaches
 
@@ -153,6 +175,9 @@ class GXUKernel:
                                  or inductor_meta.get("max_autotune_pointwise"))
         if launch_records.log.isEnabledFor(logging.INFO):
             launch_records.log.info(launch_records.fusion_line(self.name, self.fusion))
+        self._ran = False
+        for watcher in _watchers:
+            watcher.created(self.name)
 
     # -- what Inductor's AsyncCompile expects of a compiled kernel object --------------------
     def precompile(self, *args: Any, **kwargs: Any) -> None:
@@ -294,6 +319,10 @@ class GXUKernel:
         if _captured:
             _captured[-1].append(CapturedLaunch(self, prepared.plan, args))
         launch_records.record_lazily(prepared.record, target.name, outcome)
+        if not self._ran:
+            self._ran = True
+            for watcher in _watchers:
+                watcher.first_run(self.name)
 
 
 @dataclasses.dataclass(frozen=True)

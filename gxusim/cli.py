@@ -1,4 +1,4 @@
-"""Command line: `gxusim demo | emulate | sweep | report | calibrate | spec show NAME`.
+"""Command line: `gxusim demo | run | emulate | sweep | report | calibrate | spec show NAME`.
 
 Bad input (a flag, file, environment variable or value: an `InputError`, or a flag that
 does not parse) is one line on stderr naming it and what is accepted, exit status 2; a
@@ -7,12 +7,13 @@ traceback means a bug of gxusim's, or `gxusim --debug`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .errors import InputError, Parser
 
@@ -50,6 +51,54 @@ def _demo(args: argparse.Namespace) -> int:
     ok = len(results) == len(args.models) and all(r.matches_eager and not r.violations
                                                    for r in results)
     return 0 if ok and policies_ok else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    import gxusim
+    from gxusim import zoo
+    from gxusim.report import case_table, kernel_table, run_case
+    if args.target:
+        gxusim.set_target(args.target)
+    gxusim.use_heuristics(args.policy)
+    wrap = zoo.Autocast if args.amp else None if args.train else zoo.FORWARD_WRAP.get(args.model)
+    mode = ("AMP " if args.amp else "") + ("training step" if args.train else "forward")
+    case = zoo.case(args.model, train=args.train, wrap=wrap)
+    print(f"gxusim run: {args.model} {mode}, target={gxusim.current_target()} "
+          f"spec={gxusim.current_spec().name} policy={args.policy}")
+    with torch._inductor.config.patch(force_disable_caches=args.fresh), _kernel_progress() as stages:
+        result = run_case(case, "cpu", train=args.train)
+    print(kernel_table(result.launches) + "\n")
+    print(case_table([result]))
+    print(f"first call {result.compile_s:.1f} s: Dynamo and Inductor until the last kernel "
+          f"was generated {stages['generated_s']:.1f} s, then the kernels' first runs "
+          f"{result.compile_s - stages['generated_s']:.1f} s (on the emulator: building and "
+          f"JIT-compiling each kernel's module)")
+    return 0 if result.matches_eager and not result.violations else 1
+
+
+@contextlib.contextmanager
+def _kernel_progress() -> Iterator[dict]:
+    """A progress bar over the gxu kernels of a compile: its total grows as Inductor
+    generates them and it advances as each one's first launch returns. Yields a dict
+    that holds, afterwards, the seconds until the last kernel was generated."""
+    from tqdm import tqdm
+
+    from gxusim.compiler.launcher import KernelWatcher, watching_kernels
+    stages = {"generated_s": 0.0}
+    start = time.perf_counter()
+    with tqdm(total=0, desc="kernels run", unit="kernel") as bar:
+        def created(name: str) -> None:
+            stages["generated_s"] = time.perf_counter() - start
+            bar.total += 1
+            bar.refresh()
+
+        def first_run(name: str) -> None:
+            bar.set_postfix_str(name.removeprefix("triton_")[:48], refresh=False)
+            bar.update(1)
+        with watching_kernels(KernelWatcher(created, first_run)):
+            yield stages
 
 
 def _demo_policies(case, size: int) -> bool:
@@ -284,6 +333,18 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--policy", default="gxu", choices=("gxu", "seed", "autotune"))
     demo.add_argument("--target", choices=("auto", "cuda", "emulator"))
     demo.set_defaults(run=_demo)
+    run = commands.add_parser("run", help="compile a real model (a zoo model: random weights, "
+                                          "no download) for gxu, run it on the current target "
+                                          "with a progress bar over its kernels, compare with eager")
+    run.add_argument("model", help="resnet18, gpt2, bert or encoder_layer")
+    run.add_argument("--train", action="store_true",
+                     help="a training step (loss and every gradient), not a forward")
+    run.add_argument("--amp", action="store_true", help="under torch.autocast(bfloat16)")
+    run.add_argument("--policy", default="gxu", choices=("gxu", "seed", "autotune"))
+    run.add_argument("--target", choices=("auto", "cuda", "emulator"))
+    run.add_argument("--fresh", action="store_true",
+                     help="compile every kernel again (Inductor's caches off)")
+    run.set_defaults(run=_run)
     spec = commands.add_parser("spec", help="hardware specs").add_subparsers(dest="action",
                                                                              required=True)
     show = spec.add_parser("show", help="print a spec (preset name or TOML path)")

@@ -14,104 +14,28 @@ default run keeps the cheapest model; the rest are marked `slow` (times at MARKS
 """
 from __future__ import annotations
 
-import functools
-
 import pytest
 import torch
 from torch import nn
 
 import gxusim
-from gxusim.models import Case, Logits, import_torchvision
+from gxusim import zoo
+from gxusim.zoo import SEQUENCE, VOCAB, Autocast, with_dropout
 from gxusim.report import run_case
 
-VOCAB, WIDTH, SEQUENCE = 128, 64, 16
+
+def _skipping(make):
+    """The builder, skipping the test where it needs a library that is not installed."""
+    def build() -> nn.Module:
+        try:
+            return make()
+        except zoo.MissingLibrary as missing:
+            pytest.skip(str(missing))
+    return build
 
 
-def _transformers():
-    import_torchvision()
-    return pytest.importorskip("transformers")
+ZOO = {name: (_skipping(make), shapes) for name, (make, shapes) in zoo.ZOO.items()}
 
-
-class TrainingMode(nn.Module):
-    """Keeps its module in training mode. A forward runs as inference (no autograd), where
-    an nn.TransformerEncoderLayer in eval mode takes its fused fast path, one op Inductor
-    has no lowering for (`test_encoder_layer_eval_fast_path`); in training mode, without
-    dropout, Inductor compiles its attention and feed-forward."""
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module.train(True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.module(x)
-
-
-class Autocast(nn.Module):
-    """Runs its module under bf16 autocast on the device of its input: "gxu" for the
-    compiled model, "cpu" for the eager reference."""
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, dtype=torch.bfloat16):
-            return self.module(x)
-
-
-def resnet18() -> nn.Module:
-    torchvision = import_torchvision()
-    if torchvision is None:
-        pytest.skip("torchvision is not installed: pip install -e '.[test]'")
-    return torchvision.models.resnet18(num_classes=10)
-
-
-def gpt2() -> nn.Module:
-    transformers = _transformers()
-    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=WIDTH, vocab_size=VOCAB,
-                                     n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
-                                     attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
-    return Logits(transformers.GPT2LMHeadModel(config))
-
-
-def bert() -> nn.Module:
-    transformers = _transformers()
-    config = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=WIDTH,
-                                     intermediate_size=2 * WIDTH, vocab_size=VOCAB,
-                                     max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0)
-    return Logits(transformers.BertForMaskedLM(config))
-
-
-def encoder_layer() -> nn.Module:
-    return nn.TransformerEncoderLayer(WIDTH, nhead=4, dim_feedforward=2 * WIDTH, dropout=0.0,
-                                      batch_first=True)
-
-
-# Input shapes of each model (its main input first): batch 2.
-_images = {"cpu": ((2, 3, 32, 32),)}
-_tokens = {"cpu": ((2, SEQUENCE),)}
-_sequence = {"cpu": ((2, SEQUENCE, WIDTH),)}
-
-
-def _mode(make: callable, train: bool, wrap: type[nn.Module] | None = None) -> nn.Module:
-    model = make().train(train)
-    return wrap(model) if wrap is not None else model
-
-
-def _case(name: str, make, inputs, train: bool, wrap: type[nn.Module] | None = None) -> Case:
-    def one_size(numel: int) -> tuple:
-        raise ValueError(f"model zoo case {name} has one size, 'cpu'")
-    return Case(name, functools.partial(_mode, make, train, wrap), inputs, one_size,
-                trainable=train, vocabulary=VOCAB if inputs is _tokens else 0)
-
-
-ZOO = {
-    "resnet18": (resnet18, _images),
-    "gpt2": (gpt2, _tokens),
-    "bert": (bert, _tokens),
-    "encoder_layer": (encoder_layer, _sequence),
-}
 # (model, training step?) -> marks. The emulator's cold run times on a 2-core machine (CI
 # starts cold): encoder_layer forward 61 s, training step 98 s, AMP step 127 s; gpt2 forward
 # 111 s, training step 204 s; bert forward 69 s, training step 145 s; resnet18 forward 75 s,
@@ -146,17 +70,13 @@ def _check(result, launches: bool = True) -> None:
                                   f"(eager gxu's own: {result.eager_error})")
 
 
-FORWARD_WRAP = {"encoder_layer": TrainingMode}
-
-
 def _params(train: bool):
     return [pytest.param(name, marks=MARKS.get((name, train), [])) for name in ZOO]
 
 
 @pytest.mark.parametrize("name", _params(train=False))
 def test_forward_matches_eager(name):
-    make, inputs = ZOO[name]
-    result = run_case(_case(name, make, inputs, train=False, wrap=FORWARD_WRAP.get(name)), "cpu")
+    result = run_case(zoo.case(name, wrap=zoo.FORWARD_WRAP.get(name), make=ZOO[name][0]), "cpu")
     _check(result)
     if name == "resnet18":
         convolutions = [l for l in result.launches if l.policy == "extern" and "convolution" in l.kernel]
@@ -165,15 +85,14 @@ def test_forward_matches_eager(name):
 
 @pytest.mark.parametrize("name", _params(train=True))
 def test_training_step_matches_eager(name):
-    make, inputs = ZOO[name]
-    _check(run_case(_case(name, make, inputs, train=True), "cpu", train=True))
+    _check(run_case(zoo.case(name, train=True, make=ZOO[name][0]), "cpu", train=True))
 
 
 def test_encoder_layer_eval_fast_path(monkeypatch):
     """nn.TransformerEncoderLayer in eval mode without autograd (a forward, as run_case runs
     it) takes its fused fast path (torch._transformer_encoder_layer_fwd) in eager; compiled
     for gxu it matches."""
-    case = _case("encoder_layer_fast_path", encoder_layer, _sequence, train=False)
+    case = zoo.case("encoder_layer", label="encoder_layer_fast_path")
     calls = []
     fused = torch._transformer_encoder_layer_fwd
     monkeypatch.setattr(torch, "_transformer_encoder_layer_fwd",
@@ -194,9 +113,8 @@ def test_encoder_layer_eval_fast_path(monkeypatch):
 def test_amp_training_step_matches_eager(name):
     """One training step under torch.autocast("gxu", dtype=torch.bfloat16), compiled, is as
     close to the step in float64 as the eager gxu step under autocast is (run_case's rule)."""
-    make, inputs = ZOO[name]
-    result = run_case(_case(f"{name}_amp", make, inputs, train=True, wrap=Autocast), "cpu",
-                      train=True)
+    result = run_case(zoo.case(name, train=True, wrap=Autocast, make=ZOO[name][0],
+                               label=f"{name}_amp"), "cpu", train=True)
     _check(result)
 
 
@@ -210,17 +128,6 @@ def test_module_to_gxu_keeps_tied_weights():
     assert moved["head"].weight.device.type == "gxu"
     back = moved.to("cpu")
     assert back["head"].weight is back["embedding"].weight and back["head"].weight.is_cpu
-
-
-def _with_dropout(make, p: float):
-    """The model with every dropout probability set to `p` (the zoo builds them at 0)."""
-    def build() -> nn.Module:
-        model = make()
-        for module in model.modules():
-            if isinstance(module, nn.Dropout):
-                module.p = p
-        return model
-    return build
 
 
 def _compiled_step_gradients(model: nn.Module, tokens: torch.Tensor) -> list[torch.Tensor]:
@@ -243,7 +150,7 @@ def test_a_training_step_with_dropout_runs_and_repeats_under_one_seed(name):
     gxusim.clear_launches()
     with torch.random.fork_rng(device_type="gxu"):
         torch.manual_seed(0)
-        model = _with_dropout(make, 0.1)().to("gxu").train()
+        model = with_dropout(make, 0.1)().to("gxu").train()
         tokens = torch.randint(0, VOCAB, (2, SEQUENCE), device="gxu")
         torch.manual_seed(1)
         first = _compiled_step_gradients(model, tokens)
