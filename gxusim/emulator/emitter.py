@@ -33,21 +33,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any, Optional
 
 from . import dtypes as D
 from .ir import If, KernelIR, Loop, PhiSet, Reduce, Return, Store, Val, While, walk
-from .module_cache import runtime_hash
+from .module_frame import TRACKING_PARAMS, module_source
 from .ops import MATH, flat_index, unflat_index
 from .planner import Group, Planner, base_reads
 from .tracking import LOAD, NO_RUN, PER_ELEMENT, STORE
 
-# The per-launch record arrays every generated kernel takes last, in this order.
-RECORD_PARAMS = ("tiles", "oob", "lanes", "site_runs", "samp_off", "samp_mask", "samp_flag")
-# With checks on, per tracked pointer argument: its alias class's `tracking.Tracking`
-# arrays, one row per thread.
-TRACKING_PARAMS = ("w1", "w2", "r1", "r2", "state", "log")
 
 
 @dataclasses.dataclass
@@ -597,83 +591,10 @@ class Emitter:
         results = ", ".join(self.read(res, [], None) for res in r.results)
         self.w(depth + 1, f"{', '.join(self.name(a) for a in acc)} = {results}")
         write_outputs(position(t), depth + 1)
-    # ---------------------------------------------------------------- module
-    def params(self) -> list[tuple[str, str]]:
-        """(kind, arg) for each runtime parameter, in order (the caller builds the values)."""
-        out = []
-        for name in self.kir.arg_names:
-            kinds = ("buf", "base", "size") if name in self.kir.pointers else \
-                ("scalar",) if name in self.kir.scalars else ()
-            out += [(kind, name) for kind in kinds]
-        if self.layout.checks:
-            for name in self.kir.arg_names:
-                if name in self.kir.stored or name in self.layout.track_reads:
-                    out += [(kind, name) for kind in TRACKING_PARAMS]
-        return out + [("consts", "")] + [(kind, "") for kind in RECORD_PARAMS]
-
-    @staticmethod
-    def param_name(kind: str, arg: str) -> str:
-        prefix = {"buf": "b_", "base": "o_", "size": "n_", "scalar": "s_",
-                  **{k: f"{k}_" for k in TRACKING_PARAMS}}
-        return f"{prefix[kind]}{arg}" if kind in prefix else kind
-
-    def module(self) -> str:
-        body_start = len(self.lines)
-        self.units_code(self.units, 1)
-        body = self.lines[body_start:]
-        self.lines = self.lines[:body_start]
-        params = self.params()
-        names = [self.param_name(k, a) for k, a in params]
-        program_args = [f"{n}[c]" if k in TRACKING_PARAMS else n for (k, a), n in zip(params, names)]
-        pdt = self.layout.program_dtype
-        head = [
-            f"# gxusim emulator module; runtime {runtime_hash()}",
-            "from numba import njit, prange",
-            "from gxusim.emulator.runtime import *",
-            "from gxusim.emulator.tracking import *",
-            "", "",
-            "@njit(cache=True, error_model='numpy', nogil=True)",
-            f"def _program(p, pid0, pid1, pid2, np0, np1, np2, {', '.join(names)}):",
-            "    pid0, pid1, pid2 = np.int32(pid0), np.int32(pid1), np.int32(pid2)",
-            "    np0, np1, np2 = np.int32(np0), np.int32(np1), np.int32(np2)",
-            f"    pp = np.{pdt}(p)",
-        ]
-        for v in sorted(self.arrays.values(), key=lambda v: v.id):
-            head.append(f"    a{v.id} = np.empty({math.prod(v.shape)}, {D.COMPUTE[v.dtype]})")
-        head += [f"    {line}" for line in self.program_locals]
-        launch = []
-        for name, parallel, loop in (("_launch_parallel", ", parallel=True", "prange"),
-                                     ("_launch_serial", "", "range")):
-            launch += [
-                "", "",
-                f"@njit(cache=True{parallel}, error_model='numpy')",
-                f"def {name}(g0, g1, g2, threads, {', '.join(names)}):",
-                "    programs = g0 * g1 * g2",
-                f"    for c in {loop}(threads):",
-                "        for p in range(c * programs // threads, (c + 1) * programs // threads):",
-                "            _program(p, p % g0, (p // g0) % g1, p // (g0 * g1), g0, g1, g2, "
-                f"{', '.join(program_args)})",
-            ]
-        launch += ["", "", "def launch_for(threads):",
-                   "    return _launch_parallel if threads > 1 else _launch_serial", ""]
-        return _numbered_by_rank("\n".join(head + body + launch))
-
-
-def _numbered_by_rank(source: str) -> str:
-    """The source with its values' names (`v<id>`, `a<id>`) numbered by the rank of their
-    IR ids, not the ids themselves (which count every value built in the process): kernels
-    of the same structure then get the same module, compiled once (the module cache is
-    keyed by the source)."""
-    ids = sorted({int(number) for number in _VALUE_NAME.findall(source)})
-    rank = {str(number): str(position) for position, number in enumerate(ids)}
-    return _VALUE_NAME.sub(lambda m: m.group(0)[0] + rank[m.group(1)], source)
-
-
-_VALUE_NAME = re.compile(r"\b[va](\d+)\b")
 
 
 def generate(kir: KernelIR, layout: Layout, alias: dict) -> Emitter:
     """The emitter of one specialisation, its module source generated (`.source`)."""
     emitter = Emitter(kir, layout, alias)
-    emitter.source = emitter.module()
+    emitter.source = module_source(emitter)
     return emitter

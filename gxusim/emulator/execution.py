@@ -11,7 +11,7 @@ import numpy as np
 
 from . import dtypes as D
 from .arguments import LaunchArguments
-from .emitter import TRACKING_PARAMS
+from .module_frame import TRACKING_PARAMS, parameters
 from .specialisation import Specialisation
 from .tracking import Tracking
 
@@ -21,7 +21,7 @@ SERIAL_BELOW_ELEMENTS = 1 << 16  # elements of all of a launch's buffers togethe
 
 @dataclasses.dataclass
 class LaunchRecords:
-    """What the generated code writes while it runs (see `emitter.RECORD_PARAMS`)."""
+    """What the generated code writes while it runs (see `module_frame.RECORD_PARAMS`)."""
     threads: int
     tracking: dict  # alias class -> Tracking (checks on only)
     outputs: dict  # record name -> array: tiles, oob, lanes, site_runs, samp_*
@@ -63,7 +63,7 @@ def parameter_values(compiled: Specialisation, arguments: LaunchArguments,
     """The values of the generated `launch`'s parameters after the grid, in order."""
     buffers = arguments.buffers
     values = []
-    for kind, name in compiled.emitter.params():
+    for kind, name in parameters(compiled.emitter):
         if kind == "buf":
             values.append(buffers[name].array)
         elif kind == "base":

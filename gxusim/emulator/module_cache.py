@@ -18,7 +18,8 @@ from typing import Any
 
 from ..cache import cache_dir, write_atomic
 
-RUNTIME_FILES = ("runtime.py", "tracking.py", "emitter.py", "planner.py", "dtypes.py")
+RUNTIME_FILES = ("runtime.py", "tracking.py", "emitter.py", "module_frame.py", "planner.py",
+                 "dtypes.py")
 
 
 def runtime_hash() -> str:
