@@ -1,18 +1,16 @@
 """The frame of a generated module around an emitter's program body: its parameters
 (pointer arguments, tracking arrays, the kernel's integer constants, the record arrays),
 `_program`'s prologue, the launch loops over the grid, and value names numbered by rank, so
-that one kernel structure gives one source (the module cache's key)."""
+that one kernel structure gives one source (the module cache's key). Its functions take an
+`emitter.Emitter` (typed `Any`: the emitter imports this module)."""
 from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from . import dtypes as D
 from .module_cache import runtime_hash
-
-if TYPE_CHECKING:
-    from .emitter import Emitter
 
 # The per-launch record arrays every generated kernel takes last, in this order.
 RECORD_PARAMS = ("tiles", "oob", "lanes", "site_runs", "samp_off", "samp_mask", "samp_flag")
@@ -22,7 +20,7 @@ TRACKING_PARAMS = ("w1", "w2", "r1", "r2", "state", "log")
 _VALUE_NAME = re.compile(r"\b[va](\d+)\b")
 
 
-def parameters(emitter: "Emitter") -> list[tuple[str, str]]:
+def parameters(emitter: Any) -> list[tuple[str, str]]:
     """(kind, arg) for each runtime parameter of the emitter's module, in order (the caller
     builds the values: `execution.parameter_values`)."""
     kir, layout = emitter.kir, emitter.layout
@@ -44,7 +42,7 @@ def param_name(kind: str, arg: str) -> str:
     return f"{prefix[kind]}{arg}" if kind in prefix else kind
 
 
-def module_source(emitter: "Emitter") -> str:
+def module_source(emitter: Any) -> str:
     """The whole module: the emitter's program body in its frame."""
     body_start = len(emitter.lines)
     emitter.units_code(emitter.units, 1)
