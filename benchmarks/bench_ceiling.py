@@ -249,7 +249,48 @@ def _time_quickly(target, launch, args) -> float:
                                    rep=8, return_mode="median") / 1e3
 
 
-def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
+_worker_kernels: dict[str, object] = {}
+
+
+def _compile_in_worker(entry: dict, plans: list) -> None:
+    """In a worker process: compile `plans` of the entry's kernel into Triton's on-disk
+    cache. A binary depends on argument dtypes and alignments, not sizes, so a few elements
+    at the same storage offset stand in for each tensor."""
+    from gxusim import corpus
+    kernel = _worker_kernels.get(entry["id"])
+    if kernel is None:
+        kernel = _worker_kernels[entry["id"]] = corpus.load_kernel(entry)
+    args = [a["value"] if "dtype" not in a else
+            torch.empty(a["offset"] + 1, dtype=corpus.DTYPES[a["dtype"]], device="cuda")[a["offset"]:]
+            for a in entry["args"]]
+    for plan in plans:
+        try:
+            launch = kernel._target_launch(plan)
+            launch.fn.warmup(*args, grid=launch.grid, **launch.options())
+        except Exception:  # noqa: BLE001 - the measuring process meets and records the error
+            pass
+
+
+class CompilePool:
+    """Worker processes, one CUDA context each, that compile a corpus kernel's configs in
+    parallel before the measuring process loads them from Triton's cache: Triton's front end
+    holds the GIL, so threads compile one config at a time."""
+
+    def __init__(self, workers: int):
+        import concurrent.futures
+        import multiprocessing
+        self.workers = workers
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def compile(self, entry: dict, plans: list) -> None:
+        shares = [plans[k::self.workers] for k in range(self.workers)]
+        for future in [self.pool.submit(_compile_in_worker, entry, share) for share in shares if share]:
+            future.result()
+
+
+def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,
+                         compile_pool: CompilePool | None = None) -> dict:
     """One corpus kernel: every candidate config, and the seed's and gxu's plans, timed on
     this GPU, each candidate's outputs checked against the gxu plan's."""
     from gxusim import corpus
@@ -267,6 +308,8 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec) -> dict:
     target.execute(kernel._target_launch(policies["gxu"]), reference, spec)
     plans = ranked_plans(kernel.shape, numels, spec, moved)
     compile_start = time.perf_counter()
+    if compile_pool is not None:
+        compile_pool.compile(entry, plans + list(policies.values()))
     kernel.precompile_plans(plans + list(policies.values()), args)
     compile_s = time.perf_counter() - compile_start
     rows = []
@@ -324,10 +367,11 @@ def corpus_sample(entries: list[dict], part: str, count: int,
 
 def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: float,
                    resume: bool = False, shard: tuple[int, int] = (0, 1),
-                   kinds: tuple[str, ...] = ()) -> list[dict]:
+                   kinds: tuple[str, ...] = (), workers: int = 1) -> list[dict]:
     """Measure the sample's kernels one by one, writing `out` after each. `resume`: keep
     the rows already in `out` and measure only kernels it lacks (GPU visits add up);
-    `shard` (k, n): only every n-th kernel of the sample from the k-th."""
+    `shard` (k, n): only every n-th kernel of the sample from the k-th; `workers` > 1:
+    compile each kernel's configs in that many processes first."""
     from gxusim import corpus
     spec = gxusim.current_spec()
     kept = json.loads(Path(out).read_text()) if resume and out and Path(out).exists() else []
@@ -339,12 +383,13 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
         raise SystemExit(f"--kinds {' '.join(unknown)}: no such kind in {path} "
                          f"(its kinds: {' '.join(sorted({e['kind'] for e in entries}))})")
     sample = [e for e in corpus_sample(entries, part, count, kinds) if e["id"] not in done]
+    compile_pool = CompilePool(workers) if workers > 1 else None
     for entry in sample[shard[0]::shard[1]]:
         if time.perf_counter() - start > budget_s:
             print(f"time budget of {budget_s:.0f} s spent: {len(rows)} kernels measured")
             break
         try:
-            row = measure_corpus_entry(entry, spec)
+            row = measure_corpus_entry(entry, spec, compile_pool)
         except Exception as error:  # noqa: BLE001 - one kernel that cannot run leaves the rest
             row = {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
                    "error": f"{type(error).__name__}: {str(error)[:300]}"}
@@ -423,6 +468,9 @@ def main() -> None:
                         help="corpus: keep the kernels already in --json, measure the rest")
     parser.add_argument("--gpus", type=int, default=1,
                         help="corpus: one process per GPU, each a shard of the sample")
+    parser.add_argument("--compile-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2),
+                        metavar="N", help="corpus: compile each kernel's configs in N processes "
+                                          "(default: the cores less two; 1: in this process)")
     parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
                         help="corpus: measure only every N-th kernel of the sample from the K-th")
     parser.add_argument("--cases", nargs="*", help="substrings of case names to run")
@@ -444,7 +492,7 @@ def main() -> None:
         return
     if args.corpus:
         measure_corpus(args.corpus, args.part, args.count, args.json, args.budget, args.resume,
-                       args.shard, tuple(args.kinds))
+                       args.shard, tuple(args.kinds), args.compile_workers)
         return
     chosen = [c for c in cases(args.quick) if not args.cases or any(s in c.name for s in args.cases)]
     rows = []
