@@ -203,10 +203,19 @@ def ceiling_ratios(rows: list[dict], policy: str) -> list[float]:
 
 # --- launching an entry again ---------------------------------------------------------------
 
+_modules_folder: Optional[tempfile.TemporaryDirectory] = None
+
+
 def load_kernel(entry: dict, folder: str | Path | None = None) -> Any:
-    """The entry's kernel as a `launcher.GXUKernel`, its module written to `folder` (a
-    temporary one by default) and imported, as Inductor imports the modules it writes."""
-    folder = Path(folder or tempfile.mkdtemp(prefix="gxusim-corpus-"))
+    """The entry's kernel as a `launcher.GXUKernel`, its module written to `folder` (by
+    default one temporary folder a process, removed at exit) and imported, as Inductor
+    imports the modules it writes."""
+    global _modules_folder
+    if folder is None:
+        if _modules_folder is None:
+            _modules_folder = tempfile.TemporaryDirectory(prefix="gxusim-corpus-")
+        folder = _modules_folder.name
+    folder = Path(folder)
     path = folder / f"{entry['kernel']}_{entry['id']}.py"
     path.write_text(entry["module"])
     spec = importlib.util.spec_from_file_location(f"gxusim_corpus_{entry['id']}", path)
