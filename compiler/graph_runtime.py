@@ -28,16 +28,19 @@ graph runs on gxu as traced.
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Optional
 
 import torch
 
-from gxusim import target
+from gxusim import environment, target
+from gxusim import launch as launch_records
 from gxusim.device.ops import GraphBoundary, in_promised_layout
 
 from .launcher import predicting
 
 DEVICE = "gxu"
+log = logging.getLogger(__name__)
 gxu_one_device = contextlib.nullcontext()  # the wrapper's device guard: one device, no switch
 
 
@@ -100,3 +103,41 @@ def in_traced_layout(op: torch._ops.OpOverload, kernel: Any, *args: Any, **kwarg
     another)."""
     result = kernel(*args, **kwargs)
     return result if predicting() else in_promised_layout(op, args, kwargs, result)
+
+
+def compiling_ahead(call: Any, refusal: Optional[str]) -> Any:
+    """A compiled graph's `call` that, on a target that compiles ahead (the emulator) and
+    for each new signature of its inputs, first runs once with its launches collected, not
+    run: their modules compile in worker processes (`gxusim.emulator.compile_pool`) while
+    the real call runs and compiles here too. `refusal`, known at code generation, says why
+    a graph must not run twice (it mutates its inputs)."""
+    seen: set = set()
+
+    def call_compiling_ahead(args: list) -> Any:
+        if refusal is None and target.active().compiles_ahead and not predicting() \
+                and environment.integer("GXUSIM_COMPILE_WORKERS") > 0 \
+                and not torch.autograd.profiler._is_profiler_enabled:  # traces show one call
+            signature = tuple((tuple(a.shape), a.stride(), a.dtype)
+                              if isinstance(a, torch.Tensor) else a for a in args)
+            if signature not in seen:
+                seen.add(signature)
+                _collect(call, list(args))  # `call` empties the list it is given
+        return call(args)
+    return call_compiling_ahead
+
+
+def _collect(call: Any, args: list) -> None:
+    """`call` with its launches collected, not run or recorded. The generators' states are
+    restored after it (the real call draws the graph's seeds again), and an extern kernel
+    that fails on the buffers no kernel wrote ends the collection early: what it collected
+    still compiles."""
+    with torch.random.fork_rng(devices=[]), target.collecting_launches(), \
+            launch_records.collecting():  # its extern calls are not launch records either
+        state = torch.gxu.get_rng_state()
+        try:
+            call(args)
+        except Exception as error:  # noqa: BLE001 - only a head start; the real call follows
+            log.debug("collecting a graph's launches ended early: %s: %s",
+                      type(error).__name__, error)
+        finally:
+            torch.gxu.set_rng_state(state)

@@ -177,8 +177,8 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
         # device arguments.
         self.header.splice("""
             from gxusim.compiler.launcher import RecordedExternKernels, reinterpret_tensor
-            from gxusim.compiler.graph_runtime import (device, empty_strided, enter_graph, gxu_one_device,
-                                                  in_traced_layout)
+            from gxusim.compiler.graph_runtime import (compiling_ahead, device, empty_strided, enter_graph,
+                                                  gxu_one_device, in_traced_layout)
             from gxusim.compiler.graph_replay import replay_graphs
             extern_kernels = RecordedExternKernels(extern_kernels)
         """)
@@ -214,6 +214,12 @@ class GXUWrapperCodegen(PythonWrapperCodegen):
 
     def generate_end(self, result: Any) -> None:
         super().generate_end(result)
+        # The emulator compiles a graph's kernels in worker processes, ahead of its first
+        # call (inside the replay below, which counts the calls it is given).
+        from torch._inductor.virtualized import V
+        mutated = sorted(V.graph.mutated_inputs)
+        result.writeline(f"call = compiling_ahead(call, "
+                         f"{f'it mutates its inputs {mutated}' if mutated else None!r})")
         # mode="reduce-overhead": Inductor's CUDA graphs skip gxu graphs, graph_replay serves
         # them (reasons to refuse that are known now go with it).
         if inductor_config.triton.cudagraphs:

@@ -308,6 +308,9 @@ class GXUKernel:
             return
         target = targets.active()
         kernel_args = args if target.accepts_gxu_tensors else to_backing(args)
+        if targets.collecting():  # a graph's launches gathered before its first call
+            target.collect(prepared.launch, kernel_args, spec)
+            return
         if autograd_profiler._is_profiler_enabled:
             # An event under the kernel's name in the profiler's trace, carrying the launch
             # (on the cuda target, the CUDA kernel it launches is correlated with it).

@@ -19,7 +19,8 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (accepted values,
     "GXUSIM_AUTOLOAD": (("0", "1"), "0"),  # read by gxusim_autoload, checked here
 }
 FLAGS = {"GXUSIM_LOG": ("decisions",)}  # comma-separated subsets
-INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000}  # non-negative
+INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000,  # non-negative
+            "GXUSIM_COMPILE_WORKERS": max(0, (os.cpu_count() or 1) - 1)}
 
 
 class SettingError(InputError):

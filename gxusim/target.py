@@ -15,12 +15,14 @@ allocated, since memory already handed out cannot move.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import os
 import threading
 import weakref
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 import torch
 
@@ -75,11 +77,30 @@ def timing_enabled() -> bool:
     return environment.choice("GXUSIM_TIMING") == "1"
 
 
+_collecting = contextvars.ContextVar("gxusim_collecting_launches", default=False)
+
+
+@contextlib.contextmanager
+def collecting_launches() -> Iterator[None]:
+    """Within the block, launches are handed to the target's `collect`, not run (a graph's
+    first call on a target that compiles ahead: `graph_runtime.compiling_ahead`)."""
+    token = _collecting.set(True)
+    try:
+        yield
+    finally:
+        _collecting.reset(token)
+
+
+def collecting() -> bool:
+    return _collecting.get()
+
+
 class Target:
     """What a target must answer. One instance serves the process; what it keeps are caches."""
 
     name: ClassVar[str]
     has_triton_driver: ClassVar[bool]  # Triton compiles for a real GPU here
+    compiles_ahead: ClassVar[bool] = False  # `collect` starts compiling a launch not yet run
     can_time: ClassVar[bool] = False  # `time_launch` measures kernels here
     accepts_gxu_tensors: ClassVar[bool] = False  # kernels take gxu tensors as they are
     captures_cuda_graphs: ClassVar[bool] = False  # launches can be captured in a CUDA graph
@@ -116,6 +137,9 @@ class Target:
         """Run the launch (gxu tensors aliased on the backing device unless
         `accepts_gxu_tensors`), on `stream` (a raw stream handle) where the target has streams."""
         raise NotImplementedError
+
+    def collect(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec) -> None:
+        """Start compiling what `launch` will need, without running it (`compiles_ahead`)."""
 
     def time_launch(self, launch: KernelLaunch, args: Sequence[Any]) -> float:
         """Median kernel time in seconds (targets with `can_time` only)."""
@@ -235,6 +259,7 @@ class CudaTarget(Target):
 class EmulatorTarget(Target):
     name = "emulator"
     has_triton_driver = False
+    compiles_ahead = True
 
     def __init__(self) -> None:
         # Each launch's last outcome. A warm launch mostly counts the same facts and findings
@@ -274,6 +299,12 @@ class EmulatorTarget(Target):
             return last
         self._last_outcome[launch] = outcome
         return outcome
+
+    def collect(self, launch: KernelLaunch, args: Sequence[Any], spec: HardwareSpec) -> None:
+        if environment.choice("GXUSIM_EMULATOR") == "numba":
+            from . import emulator
+            emulator.compile_ahead(launch.fn, launch.grid, args, launch.num_warps, launch.meta,
+                                   arg_names=list(launch.arg_names), spec=spec)
 
 
 TARGETS: dict[str, type[Target]] = {cls.name: cls for cls in (CudaTarget, EmulatorTarget)}

@@ -14,10 +14,12 @@ Modules, one job each, in pipeline order:
   `execution` (records, running the grid), `checks` (records -> findings), `occupancy`
   (layout, transactions, registers, occupancy), `analysis` (records -> report and
   `LaunchFacts`), `report` (`EmulationReport`, `EmulationError`), `api` (`emulate`,
-  `run_launch`), `cli` (`gxusim emulate`).
+  `run_launch`, `compile_ahead`), `compile_pool` (numba compiles in worker processes),
+  `cli` (`gxusim emulate`).
 """
-from .api import EmulationError, EmulationReport, emulate, run_launch
+from .api import EmulationError, EmulationReport, compile_ahead, emulate, run_launch
 from .cli import cli_main
 from .ir import Unsupported
 
-__all__ = ["EmulationError", "EmulationReport", "Unsupported", "cli_main", "emulate", "run_launch"]
+__all__ = ["EmulationError", "EmulationReport", "Unsupported", "cli_main", "compile_ahead", "emulate",
+           "run_launch"]

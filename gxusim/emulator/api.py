@@ -18,7 +18,8 @@ from ..findings import Finding, limit_findings, normalize_grid
 from ..spec import HardwareSpec, current_spec, load_spec
 from .analysis import analyse
 from .arguments import bind_arguments, jit_function, sort_arguments
-from .execution import allocate_records, run_programs
+from . import compile_pool
+from .execution import allocate_records, launch_values, run_programs
 from .ir import Unsupported
 from .report import EmulationError, EmulationReport
 from .source import kernel_source
@@ -26,8 +27,8 @@ from .specialisation import specialise
 
 CHECK_MODES = environment.CHOICES["GXUSIM_CHECKS"][0]
 
-__all__ = ["CHECK_MODES", "EmulationError", "EmulationReport", "check_mode", "emulate",
-           "run_launch"]
+__all__ = ["CHECK_MODES", "EmulationError", "EmulationReport", "check_mode", "compile_ahead",
+           "emulate", "run_launch"]
 
 
 def check_mode() -> str:
@@ -63,6 +64,27 @@ def run_launch(kernel: Any, grid: Union[Sequence[int], Callable], args: Sequence
     report.jit_s, report.run_s = run_programs(compiled, tuple(grid3), arguments, records)
     analyse(report, compiled, arguments, records, spec, compiler_generated, n_regs)
     return _finish(report, mode)
+
+
+def compile_ahead(kernel: Any, grid: Sequence[int], args: Sequence, num_warps: int = 4,
+                  constexprs: Optional[dict] = None, arg_names: Optional[list] = None,
+                  spec: Union[HardwareSpec, str, None] = None) -> None:
+    """Specialise a launch as `run_launch` would and have a worker process compile its
+    module for these arguments (`compile_pool`); nothing runs. A launch the emulator
+    cannot run is left for `run_launch` to report."""
+    if compile_pool.workers() == 0:
+        return
+    jit = jit_function(kernel)
+    bound = bind_arguments(jit, args, dict(constexprs or {}), arg_names)
+    programs = math.prod(normalize_grid(grid))
+    try:
+        arguments = sort_arguments(jit, bound)
+        compiled = specialise(jit, arguments, check_mode() != "off", programs)
+    except Unsupported:
+        return
+    records = allocate_records(compiled, arguments, programs)
+    compile_pool.submit(compiled.module_path, records.threads,
+                        launch_values(compiled, tuple(normalize_grid(grid)), arguments, records))
 
 
 def _new_report(jit: Any, grid: Any, grid3: Sequence[int], num_warps: int,

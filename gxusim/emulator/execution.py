@@ -9,6 +9,7 @@ import time
 import numba
 import numpy as np
 
+from . import compile_pool
 from . import dtypes as D
 from .arguments import LaunchArguments
 from .module_frame import TRACKING_PARAMS, parameters
@@ -81,14 +82,23 @@ def parameter_values(compiled: Specialisation, arguments: LaunchArguments,
     return values
 
 
+def launch_values(compiled: Specialisation, grid: tuple, arguments: LaunchArguments,
+                  records: LaunchRecords) -> list:
+    """Every argument of the generated `launch`: the grid, the threads, the parameters."""
+    return [*(np.int64(g) for g in grid), np.int64(records.threads),
+            *parameter_values(compiled, arguments, records)]
+
+
 def run_programs(compiled: Specialisation, grid: tuple, arguments: LaunchArguments,
                  records: LaunchRecords) -> tuple[float, float]:
     """Run every program of the grid; returns (compile seconds, run seconds)."""
-    values = parameter_values(compiled, arguments, records)
+    values = launch_values(compiled, grid, arguments, records)
     launch = compiled.launch_for(records.threads)
     first_call = launch.signatures == []
     start = time.perf_counter()
-    launch(*(np.int64(g) for g in grid), np.int64(records.threads), *values)
+    if first_call:  # compiled ahead by a worker: numba then loads it from its disk cache
+        compile_pool.wait_for(compiled.module_path, records.threads)
+    launch(*values)
     elapsed = time.perf_counter() - start
     if first_call:
         return compiled.jit_s + elapsed, 0.0

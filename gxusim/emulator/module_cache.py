@@ -61,8 +61,9 @@ _modules: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def load(source: str) -> Any:
-    """The `launch_for` of a generated module (memory cache, then disk, then write)."""
+def load(source: str) -> tuple[Any, Path]:
+    """The `launch_for` of a generated module (memory cache, then disk, then write), and
+    the module's file."""
     key = hashlib.sha256(source.encode()).hexdigest()[:24]
     with _lock:
         if key in _modules:
@@ -71,10 +72,18 @@ def load(source: str) -> Any:
         if not path.exists() or path.read_text() != source:
             write_atomic(path, source)  # a truncated or stale file is replaced whole
         _drop_damaged_machine_code(path)
-        name = f"gxusim_emulated_{key}"
+        _modules[key] = import_module(path).launch_for, path
+        return _modules[key]
+
+
+def import_module(path: Path) -> Any:
+    """Import a generated module file, under the name numba's cache records for its code
+    (the same in every process)."""
+    name = f"gxusim_emulated_{path.stem.removeprefix('k_')}"
+    module = sys.modules.get(name)
+    if module is None:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        _modules[key] = module.launch_for
-        return module.launch_for
+    return module

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from . import module_cache
@@ -21,6 +22,7 @@ class Specialisation:
     kir: KernelIR
     emitter: Emitter
     launch_for: Callable[[int], Callable]  # threads -> the compiled launch to call
+    module_path: Path  # the generated module in the module cache
     jit_s: float  # front end + code generation (numba compiles on the first call)
 
 
@@ -73,7 +75,8 @@ def _compiled(kernel: Any, spec_args: dict, layout: Layout, alias: dict) -> Spec
     start = time.perf_counter()
     kir = build_ir(kernel, spec_args)  # a fresh IR: the planner rewrites statement lists
     emitter = generate(kir, layout, alias)
-    made = Specialisation(kir, emitter, module_cache.load(emitter.source), 0.0)
+    launch_for, path = module_cache.load(emitter.source)
+    made = Specialisation(kir, emitter, launch_for, path, 0.0)
     made.jit_s = time.perf_counter() - start
     with _cache_lock:
         _cache[key] = made

@@ -1,0 +1,160 @@
+"""Compiling ahead: numba compiles generated modules in worker processes, in parallel.
+
+A compiled graph's first call on the emulator is mostly numba compiling one module per kernel
+structure, one after another (numba holds a process-wide compile lock, so threads do not
+help). When a graph's launches are collected before its first call
+(`graph_runtime.compiling_ahead`), each collected launch is specialised (its module written
+to the module cache) and `submit`ted: a worker process compiles its `launch` for the exact
+argument types, which leaves the machine code in numba's disk cache beside the module. At the
+launch's first call here, `wait_for` waits for that compile, and numba then loads the code
+from the cache; a compile no worker has started yet is taken back and done here, so this
+process compiles too.
+
+Workers are `python -c` processes running `worker_main`, fed jobs through a pipe, not
+`multiprocessing`'s, which would import the user's main script again in each.
+`GXUSIM_COMPILE_WORKERS` sets how many (default: the cores less one; 0: off).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numba
+
+from .. import environment
+
+counts = {"ahead": 0, "here": 0}  # launches compiled by a worker / taken back (tests, benchmarks)
+
+
+def workers() -> int:
+    return environment.integer("GXUSIM_COMPILE_WORKERS")
+
+
+class _Job:
+    """One module's launch to compile for one signature: waiting, then taken by a worker
+    or back by the launching process."""
+
+    def __init__(self, path: str, parallel: bool, signature: tuple):
+        self.request = (path, parallel, signature)
+        self.taken_by: Optional[str] = None  # "worker" or "here", under _lock
+        self.done = threading.Event()
+
+
+_lock = threading.Lock()
+_jobs: "queue.Queue[_Job]" = queue.Queue()
+_pending: dict[tuple[str, bool], _Job] = {}
+_started = 0  # worker threads started
+
+
+def _serve() -> None:
+    """A thread that owns one worker process and feeds it jobs until the process ends."""
+    process = subprocess.Popen([sys.executable, "-c", f"import {__name__} as m; m.worker_main()"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    while True:
+        job = _jobs.get()
+        with _lock:
+            if job.taken_by is not None:
+                continue
+            job.taken_by = "worker"
+        try:
+            pickle.dump(job.request, process.stdin)
+            process.stdin.flush()
+            pickle.load(process.stdout)
+        except Exception:  # noqa: BLE001 - a dead worker: its launch compiles where it runs
+            job.done.set()
+            return
+        job.done.set()
+
+
+def submit(module_path: Path, threads: int, values: Sequence[Any]) -> None:
+    """Have a worker compile a module's launch for these values' types, unless it is
+    compiling it already."""
+    global _started
+    key = (str(module_path), threads > 1)
+    if _compiled_before(module_path, threads > 1):
+        return
+    signature = tuple(numba.typeof(v) for v in values)
+    with _lock:
+        if key in _pending:
+            return
+        _pending[key] = job = _Job(str(module_path), threads > 1, signature)
+        if _started < workers():
+            _started += 1
+            threading.Thread(target=_serve, daemon=True, name="gxusim-compile-ahead").start()
+    _jobs.put(job)
+
+
+def _compiled_before(module_path: Path, parallel: bool) -> bool:
+    """Whether this launch has machine code already: in this process, or in numba's disk
+    cache beside the module (an index for the launch function)."""
+    from .module_cache import import_module
+    name = "_launch_parallel" if parallel else "_launch_serial"
+    if getattr(import_module(module_path), name).signatures:
+        return True
+    return any((module_path.parent / "__pycache__").glob(f"{module_path.stem}.{name}-*.nbi"))
+
+
+def wait_for(module_path: Path, threads: int) -> None:
+    """Before a launch's first call here: compile it here if no worker has taken it; else,
+    while a worker compiles it, compile here the launches no worker has taken (the latest
+    first: the ones the graph needs last), then wait."""
+    with _lock:
+        job = _pending.pop((str(module_path), threads > 1), None)
+        if job is None or _take_here(job):
+            return
+    while not job.done.is_set():
+        with _lock:
+            other = next((j for j in reversed(_pending.values()) if j.taken_by is None), None)
+            if other is None or not _take_here(other):
+                break
+        try:
+            _compile(*other.request)
+        except Exception:  # noqa: BLE001 - its launch compiles again where it runs, and says why
+            pass
+    job.done.wait()
+    counts["ahead"] += 1
+
+
+def _take_here(job: _Job) -> bool:
+    """Take an untaken job for this process (under `_lock`)."""
+    if job.taken_by is not None:
+        return False
+    job.taken_by = "here"
+    counts["here"] += 1
+    return True
+
+
+def _compile(path: str, parallel: bool, signature: tuple) -> None:
+    """Compile the launch of the module at `path` for `signature` (numba's `cache=True`
+    writes the machine code beside the module)."""
+    from .module_cache import import_module
+    import_module(Path(path)).launch_for(2 if parallel else 1).compile(signature)
+
+
+def worker_main() -> None:
+    """A worker: read jobs from stdin, compile each, answer on the original stdout (what
+    anything prints goes to stderr, not into the answers)."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            path, parallel, signature = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            _compile(path, parallel, signature)
+            answer = None
+        except Exception as error:  # noqa: BLE001 - the launching process compiles it again
+            answer = f"{type(error).__name__}: {error}"
+        try:
+            pickle.dump(answer, answers)
+            answers.flush()
+        except OSError:  # the launching process has ended
+            return

@@ -1,0 +1,81 @@
+"""Compiling ahead: a compiled graph's emulator modules compile in worker processes.
+
+Each test runs a fresh interpreter on the emulator target (the session may hold the cuda
+target), with its own emulator cache, so numba really compiles.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _python(code: str, cache: Path, workers: int) -> dict:
+    """Run `code` on the emulator; it prints one JSON line last, returned."""
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"},
+           "GXUSIM_TARGET": "emulator", "GXUSIM_CACHE_DIR": str(cache),
+           "GXUSIM_COMPILE_WORKERS": str(workers)}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=900, env=env, cwd=TESTS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+SIX_KERNELS = """
+    import json, torch, gxusim
+    from gxusim.emulator import compile_pool
+
+    def f(x, y):
+        a = torch.relu(x) * y + 1
+        return a.sum(1), (a * a).softmax(0), torch.tanh(y).cumsum(0)
+
+    x, y = torch.randn(300, 70), torch.randn(300, 70)
+    got = torch.compile(f)(x.to("gxu"), y.to("gxu"))
+    for g, e in zip(got, f(x, y)):
+        torch.testing.assert_close(g.cpu(), e, rtol=1e-4, atol=1e-4)
+    launches = sum(1 for r in gxusim.launches() if r.policy != "extern")
+    print(json.dumps({**compile_pool.counts, "launches": launches}))
+"""
+
+
+def test_a_graphs_kernels_compile_in_a_worker_and_a_warm_process_compiles_nothing(tmp_path):
+    cold = _python(SIX_KERNELS, tmp_path, workers=1)
+    modules = len(list((tmp_path / "emulator").glob("k_*.py")))
+    assert cold["launches"] >= modules >= 3
+    # each module compiled once: by the worker (waited for) or taken back by this process
+    assert cold["ahead"] + cold["here"] == modules and cold["ahead"] >= 1, cold
+    warm = _python(SIX_KERNELS, tmp_path, workers=1)
+    assert warm["ahead"] == warm["here"] == 0, warm  # numba's disk cache has every launch
+
+
+def test_collecting_leaves_random_numbers_and_mutated_inputs_as_they_were(tmp_path):
+    """The collecting run draws no seed the real call would not (dropout gives the same mask
+    with workers on as with them off), and a graph that mutates its input is not collected
+    (run twice, it would add twice)."""
+    code = """
+        import json, torch, gxusim
+        from gxusim.emulator import compile_pool
+
+        drop = torch.compile(lambda t: torch.nn.functional.dropout(t, 0.4, training=True) * 3)
+        torch.manual_seed(7)
+        draw = drop(torch.ones(2000, device="gxu")).cpu()
+        collected = compile_pool.counts["ahead"] + compile_pool.counts["here"]
+
+        def bump(t):
+            t.add_(1)
+            return (t * 2).sum()
+        z = torch.zeros(500, device="gxu")
+        total = torch.compile(bump)(z)
+        print(json.dumps({"draw": draw.tolist(), "collected": collected,
+                          "z": z.cpu().tolist(), "total": total.item()}))
+    """
+    ahead = _python(code, tmp_path, workers=1)  # a cold cache: dropout's kernel compiles ahead
+    assert ahead["collected"] >= 1, ahead
+    assert ahead["z"] == [1.0] * 500 and ahead["total"] == 1000.0, ahead
+    plain = _python(code, tmp_path, workers=0)
+    assert plain["collected"] == 0
+    assert ahead["draw"] == plain["draw"]
+    assert 0.5 < sum(v != 0 for v in plain["draw"]) / 2000 < 0.7
