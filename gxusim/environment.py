@@ -20,7 +20,8 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (accepted values,
 }
 FLAGS = {"GXUSIM_LOG": ("decisions",)}  # comma-separated subsets
 INTEGERS = {"GXUSIM_LAUNCH_HISTORY": 10_000,  # non-negative
-            "GXUSIM_COMPILE_WORKERS": max(0, (os.cpu_count() or 1) - 1)}
+            # each worker is an interpreter holding torch (a few hundred MB): at most 8
+            "GXUSIM_COMPILE_WORKERS": min(8, max(0, (os.cpu_count() or 1) - 1))}
 
 
 class SettingError(InputError):

@@ -12,7 +12,7 @@ process compiles too.
 
 Workers are `python -c` processes running `worker_main`, fed jobs through a pipe, not
 `multiprocessing`'s, which would import the user's main script again in each.
-`GXUSIM_COMPILE_WORKERS` sets how many (default: the cores less one; 0: off).
+`GXUSIM_COMPILE_WORKERS` sets how many (default: the cores less one, at most 8; 0: off).
 """
 from __future__ import annotations
 
