@@ -307,11 +307,18 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,
     reference = kernel._target_launch(policies["gxu"]).with_copies_of_written(args)
     target.execute(kernel._target_launch(policies["gxu"]), reference, spec)
     plans = ranked_plans(kernel.shape, numels, spec, moved)
-    compile_start = time.perf_counter()
+    phases = {"setup": time.perf_counter() - start, "compile": 0.0, "check": 0.0, "time": 0.0}
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] += now - clock
+        clock = now
     if compile_pool is not None:
         compile_pool.compile(entry, plans + list(policies.values()))
     kernel.precompile_plans(plans + list(policies.values()), args)
-    compile_s = time.perf_counter() - compile_start
+    phase("compile")
     rows = []
     for plan in plans:
         launch = kernel._target_launch(plan)
@@ -324,16 +331,20 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,
                 close = 2e-2 if copies[i].dtype == torch.bfloat16 else 1e-3
                 torch.testing.assert_close(copies[i], reference[i], rtol=close, atol=close,
                                            equal_nan=True)
+            phase("check")
             rows.append(_plan_row(plan, _time_quickly(target, launch, args),
                                   fits=_fits(kernel, plan, spec)))
         except Exception as error:  # noqa: BLE001 - a config that fails is kept, named
             rows.append(_plan_row(plan, None, f"{type(error).__name__}: {str(error)[:200]}"))
+        phase("time")
     chosen = {name: _plan_row(plan, _time_quickly(target, kernel._target_launch(plan), args))
               for name, plan in policies.items()}
+    phase("time")
     return {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
             "dtype": entry["dtype"], "kernel": entry["kernel"], "numels": numels,
             "bytes": moved, "candidates": rows, **chosen,
-            "compile_s": compile_s, "search_s": time.perf_counter() - start,
+            "compile_s": phases["compile"], "search_s": time.perf_counter() - start,
+            "phases_s": {name: round(seconds, 2) for name, seconds in phases.items()},
             "torch": torch.__version__, "device": torch.cuda.get_device_name()}
 
 
@@ -398,7 +409,8 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
         print(f"{entry['id']} {entry['kind']:<20} {entry['kernel'][:50]:<50} " +
               (f"{len(timed)} configs in {row['search_s']:.0f} s; gxu/ceiling "
                f"{min(timed) / row['gxu']['seconds']:.2f} seed/ceiling "
-               f"{min(timed) / row['seed']['seconds']:.2f}" if timed else row.get("error", "")[:120]),
+               f"{min(timed) / row['seed']['seconds']:.2f} ({row['phases_s']})" if timed
+               else row.get("error", "")[:120]),
               flush=True)
         if out:
             with open(out, "w") as f:

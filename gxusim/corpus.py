@@ -251,8 +251,11 @@ def replayed_plan(row: dict, entry: dict, policy: Any, spec: Any) -> tuple[Any, 
 def make_arguments(entry: dict, device: str | torch.device, seed: int = 0) -> list[Any]:
     """Arguments for the entry's kernel on `device`: floats drawn from a normal
     distribution, integers (token ids, gathered indices) small non-negative values, which
-    index every axis, and booleans at random; views with the recorded strides."""
-    generator = torch.Generator().manual_seed(seed)
+    index every axis, and booleans at random; views with the recorded strides. On a CUDA
+    device they are drawn there (a corpus kernel's arguments reach gigabytes)."""
+    device = torch.device(device)
+    drawn_on = device if device.type == "cuda" else torch.device("cpu")
+    generator = torch.Generator(device=drawn_on).manual_seed(seed)
     out: list[Any] = []
     for argument in entry["args"]:
         if "dtype" not in argument:
@@ -261,11 +264,12 @@ def make_arguments(entry: dict, device: str | torch.device, seed: int = 0) -> li
         dtype = DTYPES[argument["dtype"]]
         size = max(1, argument["storage"])
         if dtype.is_floating_point:
-            storage = torch.randn(size, generator=generator).to(dtype)
+            storage = torch.randn(size, generator=generator, device=drawn_on).to(dtype)
         elif dtype == torch.bool:
-            storage = torch.rand(size, generator=generator) < 0.5
+            storage = torch.rand(size, generator=generator, device=drawn_on) < 0.5
         else:
-            storage = torch.randint(0, 2, (size,), generator=generator).to(dtype)
+            storage = torch.randint(0, 2, (size,), generator=generator,
+                                    device=drawn_on).to(dtype)
         out.append(storage.to(device).as_strided(argument["shape"], argument["stride"],
                                                  argument["offset"]))
     return out
