@@ -24,7 +24,7 @@ def _python(code: str, cache: Path, workers: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-SIX_KERNELS = """
+RUN_SIX_KERNELS = """
     import json, torch, gxusim
     from gxusim.emulator import compile_pool
 
@@ -36,6 +36,8 @@ SIX_KERNELS = """
     got = torch.compile(f)(x.to("gxu"), y.to("gxu"))
     for g, e in zip(got, f(x, y)):
         torch.testing.assert_close(g.cpu(), e, rtol=1e-4, atol=1e-4)
+"""
+SIX_KERNELS = RUN_SIX_KERNELS + """
     launches = sum(1 for r in gxusim.launches() if r.policy != "extern")
     print(json.dumps({**compile_pool.counts, "launches": launches}))
 """
@@ -79,3 +81,27 @@ def test_collecting_leaves_random_numbers_and_mutated_inputs_as_they_were(tmp_pa
     assert plain["collected"] == 0
     assert ahead["draw"] == plain["draw"]
     assert 0.5 < sum(v != 0 for v in plain["draw"]) / 2000 < 0.7
+
+
+def test_a_worker_that_dies_is_replaced_and_its_launch_still_runs(tmp_path):
+    """A killed worker costs the launch it held a compile here, not the pool: the next
+    graph's modules are compiled by a new worker."""
+    code = RUN_SIX_KERNELS + """
+    first = dict(compile_pool.counts)
+    for process in compile_pool.processes:
+        process.kill()
+        process.wait()
+
+    def g(x):
+        return torch.sigmoid(x).amax(0), (x * 3).exp().mean(1)
+
+    got = torch.compile(g)(x.to("gxu"))
+    for a, e in zip(got, g(x)):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-4)
+    print(json.dumps({"first": first, "now": compile_pool.counts,
+                      "workers": len(compile_pool.processes)}))
+"""
+    counts = _python(code, tmp_path, workers=1)
+    assert counts["first"]["ahead"] >= 1, counts
+    assert counts["workers"] == 2, counts  # the killed one and its replacement
+    assert counts["now"]["ahead"] > counts["first"]["ahead"], counts

@@ -49,13 +49,17 @@ class _Job:
 _lock = threading.Lock()
 _jobs: "queue.Queue[_Job]" = queue.Queue()
 _pending: dict[tuple[str, bool], _Job] = {}
-_started = 0  # worker threads started
+_started = 0  # worker threads serving a live worker process
+processes: list[subprocess.Popen] = []  # the worker processes started, live or not
 
 
 def _serve() -> None:
-    """A thread that owns one worker process and feeds it jobs until the process ends."""
+    """A thread that owns one worker process and feeds it jobs until the process ends; then
+    the next `submit` starts another in its place."""
+    global _started
     process = subprocess.Popen([sys.executable, "-c", f"import {__name__} as m; m.worker_main()"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    processes.append(process)
     while True:
         job = _jobs.get()
         with _lock:
@@ -67,6 +71,8 @@ def _serve() -> None:
             process.stdin.flush()
             pickle.load(process.stdout)
         except Exception:  # noqa: BLE001 - a dead worker: its launch compiles where it runs
+            with _lock:
+                _started -= 1
             job.done.set()
             return
         job.done.set()
