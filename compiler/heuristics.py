@@ -218,12 +218,16 @@ class GXUHeuristics(Heuristics):
     programs finish together.
     Column reductions (loads contiguous along x) take 128 columns per tile.
 
+    A one-pass reduction pipelines its chunk loop only where each row has at least twice
+    as many chunks as stages (`_stages`), and no reduction pipelines where a load that moves
+    along the reduced axis has no unit stride (`_may_pipeline`, from the traits).
+
     The rules are read against the kernel's traits (`choose_*`): where the rules' tile would
     spill, holding more registers a thread than the spec's `register_budget` at its warps
     (each element's loaded words and a looped reduction's accumulators, estimated by
     `registers_per_thread` and, where the estimate is close to the budget, counted in the
     binary ptxas makes of it), the legal config the performance model predicts fastest
-    among those that do not spill is taken instead.
+    among those that do not spill (and that the pipelining rules allow) is taken instead.
 
     Gathers reduced in one pass (embedding bags) are not pipelined: a pipelined chunk loop
     reads its indices from their copies in the copies' layout, so each thread loads the
@@ -295,20 +299,42 @@ class GXUHeuristics(Heuristics):
         return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread + \
             traits.live_values
 
-    def _within_registers(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        """None (the rules decide) where the rules' config does not spill, or the kernel
-        has no traits; else the config the performance model predicts fastest among those
-        that do not (ties: the one nearest the rules' tile; all configs, where none fits)."""
-        if kernel.traits is None or not self.SEES_KERNEL:
-            return None
-        rules = kernel.rules()
+    def _within_registers(self, kernel: KernelQuestion,
+                          rules: Optional[LaunchConfig]) -> Optional[LaunchConfig]:
+        """`rules` (the rules' config as read against the traits; None: the four answers
+        decide) where it does not spill; else the config the performance model predicts
+        fastest among those that do not (ties: the one nearest the rules' tile; all
+        configs, where none fits)."""
+        chosen = rules or kernel.rules()
         compiles = [0]
-        if rules is None or self._fits(kernel, rules, compiles):
-            return None
-        configs = sorted(kernel.candidates(),
-                         key=lambda c: (kernel.predict(c), _distance(c, rules)))
+        if chosen is None or self._fits(kernel, chosen, compiles):
+            return rules
+        configs = sorted((c for c in kernel.candidates()
+                          if (c.num_stages or 1) == 1 or self._may_pipeline(kernel, c)),
+                         key=lambda c: (kernel.predict(c), _distance(c, chosen)))
         return next((c for c in configs if self._fits(kernel, c, compiles)),
                     configs[0] if configs else None)
+
+    def _may_pipeline(self, kernel: KernelQuestion, config: LaunchConfig) -> bool:
+        """Whether `config` may pipeline the kernel's chunk loop: not where a load that
+        moves along the reduced axis has no unit stride (a layout permuted against the
+        tile: a pipelined stage copies such a chunk to shared memory element by element,
+        and the copies cost more than the latency they hide), nor where a one-pass row
+        reduction's rows have fewer chunks than its stages (`_stages`)."""
+        if any(a.along_reduction and not a.contiguous for a in kernel.traits.loads):
+            return False
+        rblock = config.blocks.get("R0_BLOCK")
+        if kernel.kind == "looped_reduction" and kernel.traits.chunk_loops == 1 and rblock:
+            return self._stages(kernel.numels["r0_numel"], rblock) > 1
+        return True
+
+    def _read_against_traits(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+        """The rules' config, unpipelined where the traits say it may not pipeline
+        (`_may_pipeline`); None: the rules' config as it is."""
+        rules = kernel.rules()
+        if rules is None or (rules.num_stages or 1) == 1 or self._may_pipeline(kernel, rules):
+            return None
+        return dataclasses.replace(rules, num_stages=1)
 
     def _fits(self, kernel: KernelQuestion, config: LaunchConfig, compiles: list[int]) -> bool:
         """Whether `config` keeps a thread within the spec's register budget: the traits'
@@ -324,14 +350,19 @@ class GXUHeuristics(Heuristics):
             spilled = kernel.spills(config)
         return estimate <= budget if spilled is None else spilled == 0
 
+    def _sees(self, kernel: KernelQuestion) -> bool:
+        return kernel.traits is not None and self.SEES_KERNEL
+
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel)
+        return self._within_registers(kernel, None) if self._sees(kernel) else None
 
     def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel)
+        return self._within_registers(kernel, None) if self._sees(kernel) else None
 
     def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel)
+        if not self._sees(kernel):
+            return None
+        return self._within_registers(kernel, self._read_against_traits(kernel))
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:
@@ -370,6 +401,9 @@ class GXUHeuristics(Heuristics):
         else:
             rblock = min(row, max(self.MIN_CHUNK, self.MULTI_PASS_ROW_BYTES // dtype.itemsize))
             rows = min(rows_per_program, self.MAX_ROWS, max(1, self.MULTI_PASS_TILE // rblock))
+            # fewer rows than a tile holds (80 rows on 32 programs): longer chunks of
+            # each, so a program still has a tile's loads in flight
+            rblock = min(row, max(rblock, self.MULTI_PASS_TILE // rows))
         return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)))
 
     def _stream_chunk_elements(self, dtype: torch.dtype) -> int:
@@ -389,7 +423,14 @@ class GXUHeuristics(Heuristics):
         rows = min(rows_per_program, self.MAX_ROWS, max(1, tile // self.MIN_CHUNK))
         rblock = min(next_power_of_2(rnumel), max(self.MIN_CHUNK, tile // rows))
         return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)),
-                               self.CHUNK_STAGES)
+                               self._stages(rnumel, rblock))
+
+    def _stages(self, rnumel: int, rblock: int) -> int:
+        """CHUNK_STAGES where a row has at least twice as many chunks, else 1: the
+        pipeline fills again at every tile, and over a few chunks its fill is most of the
+        loop (corpus fit part, H100: rows of 196 in 128-element chunks, 1 stage 0.7-1.0 of
+        the ceiling, 2 to 4 stages 0.2-0.6)."""
+        return self.CHUNK_STAGES if cdiv(rnumel, rblock) >= 2 * self.CHUNK_STAGES else 1
 
     def select_gather_reduction(self, xnumel: int, rnumel: int, dtype: torch.dtype
                                 ) -> ReductionConfig:
