@@ -19,7 +19,7 @@ is checked against the compiled kernel's, and the compiled output against eager.
 
 With `--corpus`, each corpus kernel (`benchmarks/corpus/README.md`) is timed at every legal
 config, under `seed`, `gxu` and gxu's rules alone; the table by kernel kind puts beside them
-the model's pick among the configs that fit a thread's registers and model-guided autotune's
+the model's pick among the configs that fit a thread's registers and autotune's search's
 pick, both replayed from the stored times. `--resume` keeps the kernels already in
 `--json` and measures the rest (visits to a GPU add up); `--gpus N` runs one process per
 GPU, each a shard of the sample, and merges their rows.

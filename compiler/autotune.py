@@ -3,35 +3,92 @@
 `gxusim.use_heuristics("autotune")` selects it, and so does `torch.compile(mode=
 "max-autotune")` on gxu. It is a planning strategy like any policy: the planner hands it the
 candidate plans (`plan.candidate_plans`, the space the capped ceiling is searched over too)
-ranked by the performance model, fastest predicted first, and a way to time one plan, which
-the active target provides (only targets that can time kernels do: `cuda`). It times them in
-that order and stops once the next is predicted `STOP_RATIO` times slower than the fastest
-measured so far: the model would have to be that far off for it to win. The fastest plan is
-stored in the "autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes,
-dtype and spec; a corrupted file is ignored and rewritten.
+ranked by the performance model, fastest predicted first, the plan gxu's rules give, and a
+way to time one plan, which the active target provides (only targets that can time kernels
+do: `cuda`). `local_search` climbs from the rules' plan and from each of the model's first
+few: it times the neighbours of where it stands (one block, the warps or the pipelining depth
+one or two doublings away, or two blocks traded against each other) and moves to the fastest
+while that is faster; each config is timed once. The fastest plan is stored in the
+"autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes, dtype and spec;
+a corrupted file is ignored and rewritten.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Callable, Optional, Sequence
+from typing import Callable, Hashable, Optional, Sequence, TypeVar
 
 from gxusim import cache
 
 from .heuristics import GXUHeuristics
 from .plan import LaunchPlan
 
+Config = TypeVar("Config")
+
+# Steps to a neighbour: a block or the warps times one of these, or two blocks traded.
+_FACTORS = (2, 4, 1 / 2, 1 / 4)
+
+
+def config_key(meta: dict[str, int], num_warps: int, num_stages: Optional[int]) -> Hashable:
+    return tuple(sorted(meta.items())), num_warps, num_stages
+
+
+def _neighbours(key: Hashable) -> list[Hashable]:
+    blocks, warps, stages = key
+    meta = dict(blocks)
+    out = []
+    for name in meta:
+        out += [config_key({**meta, name: int(meta[name] * f)}, warps, stages) for f in _FACTORS]
+        out += [config_key({**meta, name: meta[name] * 2, other: meta[other] // 2}, warps, stages)
+                for other in meta if other != name]
+    out += [config_key(meta, int(warps * f), stages) for f in _FACTORS]
+    if stages is not None:
+        out += [config_key(meta, warps, stages + step) for step in (-1, 1)]
+    return out
+
+
+def local_search(ranked: Sequence[Config], start: Optional[Config],
+                 time: Callable[[Config], float], key: Callable[[Config], Hashable],
+                 first: int) -> list[tuple[float, Config]]:
+    """(seconds, config) of each config timed (once each): from `start` and from each of the
+    `first` of `ranked` (the model's order) in turn, a climb that times the untimed
+    neighbours among `ranked` of where it stands and moves to the fastest of them while that
+    is faster. Several starts keep one wrong start (the rules', or the model's) from
+    stopping the search on a local best."""
+    by_key = {key(config): config for config in ranked}
+    if start is not None:
+        by_key.setdefault(key(start), start)
+    timed: dict[Hashable, tuple[float, Config]] = {}
+
+    def seconds(k: Hashable) -> float:
+        if k not in timed:
+            timed[k] = (time(by_key[k]), by_key[k])
+        return timed[k][0]
+    starts = ([start] if start is not None else []) + list(ranked[:first])
+    for config in starts:
+        here = key(config)
+        while True:
+            around = [k for k in _neighbours(here) if k in by_key]
+            best = min([here] + around, key=seconds)
+            if seconds(best) >= seconds(here):  # ties stay: a climb that ends
+                break
+            here = best
+    return list(timed.values())
+
+
+def plan_key(plan: LaunchPlan) -> Hashable:
+    return config_key(plan.meta, plan.num_warps, plan.num_stages)
+
 
 class AutotuneHeuristics(GXUHeuristics):
     """Times the candidates; falls back on nothing (without a timer it says what it needs)."""
 
     name = "autotune"
-    MIN_TIMED = 3  # the model's first picks timed whatever it predicts of the rest
-    STOP_RATIO = 1.5
+    MODEL_FIRST = 3  # the model's first picks, timed beside the rules' plan
 
     def search(self, candidates: Callable[[], Sequence[LaunchPlan]],
-               time_plan: Optional[Callable[[LaunchPlan], float]], key: str
-               ) -> Optional[LaunchPlan]:
+               time_plan: Optional[Callable[[LaunchPlan], float]], key: str,
+               start: Optional[Callable[[], LaunchPlan]] = None) -> Optional[LaunchPlan]:
         path = cache.cache_dir("autotune") / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         entry = cache.read_json(path)
         try:
@@ -44,23 +101,11 @@ class AutotuneHeuristics(GXUHeuristics):
                                "(cuda); on the emulator use a policy ('gxu', 'seed') or the "
                                "performance model")
         ranked = list(candidates())
-        timed = self.time_ranked(ranked, time_plan)
+        timed = local_search(ranked, start() if start else None, time_plan, plan_key,
+                             self.MODEL_FIRST)
         seconds, best = min(timed, key=lambda item: item[0])
         cache.write_json(path, {"key": key, "plan": best.as_dict(), "seconds": seconds,
                                 "timed": len(timed)})
         return dataclasses.replace(best, rules={
-            "all": f"autotune: fastest of {len(timed)} of {len(ranked)} configs timed in the "
-                   f"model's order ({seconds * 1e6:.1f} us)"})
-
-    def time_ranked(self, ranked: Sequence[LaunchPlan], time_plan: Callable[[LaunchPlan], float]
-                    ) -> list[tuple[float, LaunchPlan]]:
-        """(seconds, plan) of the plans timed, in `ranked`'s order, until the next one's
-        predicted time is STOP_RATIO times the best measured (plans without a prediction
-        are all timed)."""
-        timed: list[tuple[float, LaunchPlan]] = []
-        for plan in ranked:
-            if len(timed) >= self.MIN_TIMED and plan.predicted_s is not None and \
-                    plan.predicted_s > self.STOP_RATIO * min(s for s, _ in timed):
-                break
-            timed.append((time_plan(plan), plan))
-        return timed
+            "all": f"autotune: fastest of {len(timed)} of {len(ranked)} configs timed, from "
+                   f"gxu's plan and the model's first ({seconds * 1e6:.1f} us)"})

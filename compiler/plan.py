@@ -585,11 +585,14 @@ def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
                 key: str = "", bytes_moved: float = 0.0,
                 spills: Optional[SpilledWords] = None) -> LaunchPlan:
     """The launch plan for one kernel call: found by the policy's `search` (if it measures:
-    it gets the legal plans ranked by the performance model, fastest predicted first), else
-    from its answers; within the spec either way."""
-    found = policy.search(lambda: ranked_plans(shape, numels, spec, bytes_moved), time_plan, key)
-    if found is None:
+    it gets the legal plans ranked by the performance model, fastest predicted first, and
+    its own answers' plan), else from its answers; within the spec either way."""
+    def answers() -> LaunchPlan:
         return rule_plan(shape, numels, dtype, policy, spec, bytes_moved, spills)
+    found = policy.search(lambda: ranked_plans(shape, numels, spec, bytes_moved), time_plan, key,
+                          answers)
+    if found is None:
+        return answers()
     if not isinstance(found, LaunchPlan) or found.programs > spec.max_grid or \
             found.num_warps > spec.max_num_warps:
         raise PolicyError(f"policy {policy.name!r}: search returned {found!r}, which is not a "

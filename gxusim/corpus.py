@@ -129,21 +129,19 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def guided_search(row: dict, stop_ratio: Optional[float] = None,
-                  min_timed: Optional[int] = None) -> tuple[float, int]:
-    """(seconds of the config model-guided autotune keeps, configs it times) on a measured
-    corpus row: its candidates in the model's order, through `AutotuneHeuristics`' rule."""
-    from .compiler.autotune import AutotuneHeuristics
-    stop_ratio = AutotuneHeuristics.STOP_RATIO if stop_ratio is None else stop_ratio
-    min_timed = AutotuneHeuristics.MIN_TIMED if min_timed is None else min_timed
+def guided_search(row: dict, start: Optional[dict] = None) -> tuple[float, int]:
+    """(seconds of the config autotune's search keeps, configs it times) on a measured
+    corpus row, replayed from its stored times: `compiler.autotune.local_search` from
+    `start` (by default the gxu plan the row timed) and the model's first picks."""
+    from .compiler.autotune import AutotuneHeuristics, config_key, local_search
     ranked = sorted((c for c in row["candidates"] if c["seconds"]),
                     key=lambda c: c["predicted_s"])
-    timed: list[float] = []
-    for candidate in ranked:
-        if len(timed) >= min_timed and candidate["predicted_s"] > stop_ratio * min(timed):
-            break
-        timed.append(candidate["seconds"])
-    return min(timed), len(timed)
+    start = start or row["gxu"]
+    timed = local_search(ranked, start if start.get("seconds") else None,
+                         lambda c: c["seconds"],
+                         lambda c: config_key(c["meta"], c["num_warps"], c["num_stages"]),
+                         AutotuneHeuristics.MODEL_FIRST)
+    return min(seconds for seconds, _ in timed), len(timed)
 
 
 def model_pick(row: dict) -> float:
@@ -157,7 +155,7 @@ def model_pick(row: dict) -> float:
 def measured_summary(rows: list[dict]) -> tuple[tuple[str, ...], list[tuple]]:
     """(header, lines) of measured corpus rows (`benchmarks/bench_ceiling.py --corpus`),
     per kernel kind and for all: each policy's time against the capped ceiling (geometric
-    mean / worst kernel), how often gxu is at least as fast as seed, and what model-guided
+    mean / worst kernel), how often gxu is at least as fast as seed, and what autotune
     autotune times."""
     measured = measured_rows(rows)
     groups: dict[str, list[dict]] = {}
@@ -193,7 +191,7 @@ def ceiling(row: dict) -> float:
 
 def ceiling_ratios(rows: list[dict], policy: str) -> list[float]:
     """Per measured row, the ceiling over `policy`'s seconds (1: at the ceiling); "model"
-    is the model's pick, "guided" what model-guided autotune keeps."""
+    is the model's pick, "guided" what autotune's search keeps."""
     def seconds(row: dict) -> float:
         if policy == "model":
             return model_pick(row)

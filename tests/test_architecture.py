@@ -12,7 +12,7 @@ import gxusim
 from gxusim import environment
 from gxusim import target as targets
 from gxusim.compiler import launcher
-from gxusim.compiler.plan import KernelShape, PolicyError, plan_launch
+from gxusim.compiler.plan import KernelShape, PolicyError, candidate_plans, plan_launch
 from gxusim.compiler.policies import resolve_policy
 
 
@@ -72,12 +72,14 @@ def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
         timed.append(plan)
         return seconds(plan)
 
-    plan = plan_launch(shape, {"xnumel": 1 << 20}, torch.float32, autotune, spec, time_plan,
+    numels = {"xnumel": 1 << 20}
+    plan = plan_launch(shape, numels, torch.float32, autotune, spec, time_plan,
                        key=f"test-{id(timed)}", bytes_moved=8 << 20)
-    # timed in the model's order, at least the first few, and the fastest timed is kept
-    assert len(timed) >= autotune.MIN_TIMED
-    assert [p.predicted_s for p in timed] == sorted(p.predicted_s for p in timed)
-    assert seconds(plan) == min(seconds(p) for p in timed)
+    # the fastest timed is kept: on this landscape the fastest legal config, found without
+    # timing them all
+    legal = candidate_plans(shape, numels, spec)
+    assert seconds(plan) == min(seconds(p) for p in timed) == min(seconds(p) for p in legal)
+    assert len(timed) < len(legal)
     with pytest.raises(RuntimeError, match="needs a target that can"):
         plan_launch(shape, {"xnumel": 12345}, torch.float32, autotune, spec, None, key="untimed")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import gxusim
-from gxusim.compiler.autotune import AutotuneHeuristics
+from gxusim.compiler.autotune import AutotuneHeuristics, local_search, plan_key
 from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, LaunchConfig
 from gxusim.compiler.launcher import max_autotune_policy
 from gxusim.compiler.plan import (KernelShape, PolicyError, kernel_question, plan_launch,
@@ -223,20 +223,34 @@ def test_a_kernel_without_traits_is_planned_by_the_rules():
     assert plan.rules["XBLOCK"] == "gxu.select_xblock"
 
 
-def test_autotune_times_in_the_models_order_and_stops_when_the_rest_cannot_win():
+def test_autotune_climbs_from_the_rules_plan_and_the_models_picks_to_the_best():
+    """On a landscape with a second, lower peak (small tiles on few warps), a climb from
+    the model's wrong first pick alone would stop there; the climb from the rules' plan
+    reaches the best, and no config is timed twice."""
     spec = gxusim.load_spec("gxu")
-    ranked = ranked_plans(POINTWISE, {"xnumel": 1 << 24}, spec, 8 << 24)
-    assert [p.predicted_s for p in ranked] == sorted(p.predicted_s for p in ranked)
+    numels = {"xnumel": 1 << 24}
+    ranked = ranked_plans(POINTWISE, numels, spec, 8 << 24)
+    best = max(ranked, key=lambda p: (p.meta["XBLOCK"], p.num_warps))
+
+    def seconds(plan):  # 1 at the best; a local best at the smallest tile on one warp
+        if plan.meta["XBLOCK"] == ranked[-1].meta["XBLOCK"] and plan.num_warps == 1:
+            return 1.5
+        if (plan.meta, plan.num_warps) == (best.meta, best.num_warps):
+            return 1.0
+        return 2.0 + abs(plan.meta["XBLOCK"].bit_length() - best.meta["XBLOCK"].bit_length()) \
+            + abs(plan.num_warps.bit_length() - best.num_warps.bit_length())
     timed_plans = []
 
-    def time_plan(plan):  # the model right to within 10%
-        timed_plans.append(plan)
-        return plan.predicted_s * (1.1 if len(timed_plans) % 2 else 0.95)
-    timed = AutotuneHeuristics().time_ranked(ranked, time_plan)
-    best = min(s for s, _ in timed)
-    assert AutotuneHeuristics.MIN_TIMED <= len(timed) < len(ranked)
-    assert all(p.predicted_s > AutotuneHeuristics.STOP_RATIO * best
-               for p in ranked[len(timed):])
+    def time_plan(plan):
+        timed_plans.append(plan_key(plan))
+        return seconds(plan)
+    rules = plan_launch(POINTWISE, numels, torch.float32, GXUHeuristics(), spec)
+    trap = [p for p in ranked if seconds(p) == 1.5]
+    timed = local_search(trap + ranked, rules, time_plan, plan_key, first=1)
+    assert plan_key(min(timed, key=lambda item: item[0])[1]) == plan_key(best)
+    assert len(timed_plans) == len(set(timed_plans)) < len(ranked)
+    alone = local_search(trap + ranked, None, seconds, plan_key, first=1)
+    assert min(s for s, _ in alone) == 1.5  # the trap, without the rules' start
 
 
 def test_max_autotune_takes_autotune_only_where_the_target_can_time():

@@ -42,6 +42,9 @@ def replay(rows: list[dict], entries: dict[str, dict], policies: list[str], spec
             plan, seconds = corpus.replayed_plan(row, entries[row["id"]], resolve_policy(name), spec)
             record["picks"][name] = {"meta": plan.meta, "num_warps": plan.num_warps,
                                      "num_stages": plan.num_stages, "seconds": seconds}
+        gxu = record["picks"].get("gxu")
+        if gxu and gxu["seconds"]:  # autotune's search, from today's gxu plan
+            record["guided"], record["guided_timed"] = corpus.guided_search(row, gxu)
         out.append(record)
         print(f"\r{done} kernels planned", end="", file=sys.stderr)
     print(file=sys.stderr)
@@ -62,10 +65,18 @@ def table(records: list[dict], policies: list[str]) -> str:
     groups: dict[str, list[dict]] = {}
     for record in records:
         groups.setdefault(record["kind"], []).append(record)
-    lines = [(kind, len(group), *(_summary(group, name) for name in policies))
+    def guided(group: list[dict]) -> str:
+        searched = [r for r in group if "guided" in r]
+        if not searched:
+            return "-"
+        ratios = [r["ceiling"] / r["guided"] for r in searched]
+        timed = sorted(r["guided_timed"] for r in searched)
+        return f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} / {min(ratios):.2f}, " \
+               f"{timed[len(timed) // 2]} / {timed[-1]} timed"
+    lines = [(kind, len(group), *(_summary(group, name) for name in policies), guided(group))
              for kind, group in sorted(groups.items()) + [("all", records)]]
-    return format_table(("kind", "kernels", *(f"{n} / ceiling (geomean / worst)" for n in policies)),
-                        lines)
+    return format_table(("kind", "kernels", *(f"{n} / ceiling (geomean / worst)" for n in policies),
+                         "autotune from gxu (geomean / worst, median / most timed)"), lines)
 
 
 def kernel_lines(records: list[dict], policies: list[str]) -> str:
