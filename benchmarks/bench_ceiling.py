@@ -24,6 +24,11 @@ pick, both replayed from the stored times. `--resume` keeps the kernels already 
 `--json` and measures the rest (visits to a GPU add up); `--gpus N` runs one process per
 GPU, each a shard of the sample, and merges their rows.
 
+With `--corpus --autotune`, each kernel is planned once by autotune as a first max-autotune
+call meets it (empty autotune cache): the search's wall time (compiles included), the
+configs it timed, and, with `--ceilings` (an exhaustive run on the same kind of GPU), its
+pick against that kernel's ceiling.
+
 With `--ray`, each case's search is a Ray task holding one GPU (`gxusim.distributed`): a
 machine's or a cluster's GPUs search N cases at once, and the rows are the same.
 """
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -43,6 +49,7 @@ from triton.runtime.errors import OutOfResources
 import gxusim
 from gxusim import target as targets
 from gxusim.compiler import launcher
+from gxusim.compiler.autotune import AutotuneHeuristics
 from gxusim.compiler.heuristics import GXUHeuristics
 from gxusim.compiler.plan import candidate_plans, plan_launch, ranked_plans
 from gxusim.compiler.policies import resolve_policy
@@ -348,6 +355,82 @@ def measure_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,
             "torch": torch.__version__, "device": torch.cuda.get_device_name()}
 
 
+class _CountingAutotune(AutotuneHeuristics):
+    """Autotune, counting the configs its search times."""
+
+    def search(self, candidates, time_plan, key, start=None):  # noqa: ANN001, ANN201
+        self.timed = 0
+
+        def counted(plan):  # noqa: ANN001, ANN202
+            self.timed += 1
+            return time_plan(plan)
+        return super().search(candidates, counted if time_plan else None, key, start)
+
+
+def search_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,
+                        ceiling_s: float | None = None) -> dict:
+    """Autotune's search on one corpus kernel as a first `max-autotune` call meets it (an
+    empty autotune cache, nothing compiled): its wall time, the configs it timed, its pick's
+    time and, given the kernel's exhaustive `ceiling_s` measured on this kind of GPU, the
+    ceiling over it."""
+    from gxusim import corpus
+    kernel = corpus.load_kernel(entry)
+    args = corpus.make_arguments(entry, "cuda")
+    numels = kernel.numels(args)
+    policy = _CountingAutotune()
+    start = time.perf_counter()
+    plan = kernel.plan(args, numels, policy, spec)
+    search_s = time.perf_counter() - start
+    seconds = _time_quickly(targets.active(), kernel._target_launch(plan), args)
+    return {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
+            "kernel": entry["kernel"], "search_s": search_s, "timed": policy.timed,
+            "pick": _plan_row(plan, seconds), "ceiling_s": ceiling_s,
+            "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+
+
+def search_corpus(path: str, part: str, count: int, out: str | None, budget_s: float,
+                  ceilings: str | None, kinds: tuple[str, ...] = ()) -> list[dict]:
+    """`search_corpus_entry` over the sample (a fresh autotune cache for the run); with
+    `ceilings` (an exhaustive `--corpus --json` run on the same kind of GPU) only its
+    kernels, each with its ceiling."""
+    import statistics
+    import tempfile
+    from gxusim import corpus
+    os.environ["GXUSIM_CACHE_DIR"] = tempfile.mkdtemp(prefix="gxusim-autotune-")
+    spec = gxusim.current_spec()
+    known = {r["id"]: corpus.ceiling(r) for r in corpus.measured_rows(
+        json.loads(Path(ceilings).read_text()))} if ceilings else {}
+    entries = [e for e in corpus.load(path) if not known or e["id"] in known]
+    rows, start = [], time.perf_counter()
+    for entry in corpus_sample(entries, part, count, kinds):
+        if time.perf_counter() - start > budget_s:
+            print(f"time budget of {budget_s:.0f} s spent: {len(rows)} kernels searched")
+            break
+        try:
+            row = search_corpus_entry(entry, spec, known.get(entry["id"]))
+        except Exception as error:  # noqa: BLE001 - one kernel that cannot run leaves the rest
+            print(f"{entry['id']} {entry['kind']}: {type(error).__name__}: {str(error)[:200]}")
+            continue
+        rows.append(row)
+        share = f"; ceiling/pick {row['ceiling_s'] / row['pick']['seconds']:.2f}" \
+            if row["ceiling_s"] else ""
+        print(f"{row['id']} {row['kind']:<20} searched {row['search_s']:.1f} s, "
+              f"{row['timed']} configs timed{share}", flush=True)
+        if out:
+            Path(out).write_text(json.dumps(rows))
+    if rows:
+        searched = [r["search_s"] for r in rows]
+        shares = [r["ceiling_s"] / r["pick"]["seconds"] for r in rows if r["ceiling_s"]]
+        print(f"\nautotune on {len(rows)} kernels ({rows[0]['device']}): search median "
+              f"{statistics.median(searched):.1f} s, most {max(searched):.1f} s; configs timed "
+              f"median {statistics.median(r['timed'] for r in rows):.0f}, most "
+              f"{max(r['timed'] for r in rows)}" + (
+                  f"; ceiling/pick geomean {math.exp(sum(map(math.log, shares)) / len(shares)):.3f}"
+                  f", worst {min(shares):.2f}, within 1% on {sum(s >= 0.99 for s in shares)} of "
+                  f"{len(shares)}" if shares else ""))
+    return rows
+
+
 def _taking_turns(groups: list[list[dict]]) -> list[dict]:
     """The groups' entries, one from each group in turn."""
     queues, out = [iter(group) for group in groups], []
@@ -483,6 +566,11 @@ def main() -> None:
     parser.add_argument("--compile-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2),
                         metavar="N", help="corpus: compile each kernel's configs in N processes "
                                           "(default: the cores less two; 1: in this process)")
+    parser.add_argument("--autotune", action="store_true",
+                        help="corpus: time autotune's search on each kernel instead of every "
+                             "config (with --ceilings, against an exhaustive run's ceilings)")
+    parser.add_argument("--ceilings", metavar="ROWS.json",
+                        help="--autotune: only these measured kernels, each against its ceiling")
     parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
                         help="corpus: measure only every N-th kernel of the sample from the K-th")
     parser.add_argument("--cases", nargs="*", help="substrings of case names to run")
@@ -501,6 +589,10 @@ def main() -> None:
         if not args.json:
             raise SystemExit("--gpus needs --json: the shards' rows are merged there")
         measure_corpus_on_gpus(args.gpus, args.json)
+        return
+    if args.corpus and args.autotune:
+        search_corpus(args.corpus, args.part, args.count, args.json, args.budget, args.ceilings,
+                      tuple(args.kinds))
         return
     if args.corpus:
         measure_corpus(args.corpus, args.part, args.count, args.json, args.budget, args.resume,
