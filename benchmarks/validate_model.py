@@ -38,6 +38,13 @@ gxu/seed ratios within 15% and in the right direction). `--json` keeps the table
         --calibration benchmarks/results/calibration_spills_h200.json \\
         --ceiling benchmarks/results/ceiling_h200.json --sweep benchmarks/results/sweep_gpu_h200.json \\
         --registers benchmarks/results/registers_h200.json
+
+`--corpus ROWS.json ...` judges the model on measured corpus rows instead: every timed
+config of each kernel, facts from today's code on meta tensors (predict-only), the fit and
+test parts side by side, and each kernel's gxu/seed ratio predicted against measured.
+
+    python benchmarks/validate_model.py --corpus benchmarks/results/corpus_fit_h100.json \
+        benchmarks/results/corpus_test_h200.json [--kernels]
 """
 from __future__ import annotations
 
@@ -376,6 +383,64 @@ def ratio_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, li
     return text, rows
 
 
+def corpus_samples(paths: list[Path], spec: gxusim.HardwareSpec) -> list[dict]:
+    """Every timed config of measured corpus rows (`bench_ceiling.py --corpus --json`), with
+    the facts today's code gives its plan (the corpus kernel planned on meta tensors,
+    predict-only: no binary), grouped by part and kind; the rows' gxu and seed plans marked."""
+    from gxusim import corpus
+    from gxusim.compiler.heuristics import LaunchConfig
+    from gxusim.compiler.plan import config_plan
+    kernels = Path(__file__).resolve().parent / "corpus" / "kernels.jsonl"
+    entries = {e["id"]: e for e in corpus.load(kernels)}
+    samples = []
+    for row in corpus.measured_rows([r for p in paths for r in json.loads(p.read_text())]):
+        kernel = corpus.load_kernel(entries[row["id"]])
+        args = corpus.meta_arguments(entries[row["id"]])
+        numels, moved = kernel.numels(args), kernel.shape.argument_bytes(args)
+        timed = [("candidate", c) for c in row["candidates"]] + \
+            [(name, row[name]) for name in ("gxu", "seed") if row.get(name)]
+        for policy, c in timed:
+            if not c.get("seconds"):
+                continue
+            plan = config_plan(kernel.shape, numels,
+                               LaunchConfig(c["meta"], c["num_warps"], c["num_stages"]), spec)
+            samples.append({"group": f"corpus {row['part']} {row['kind']}", "part": row["part"],
+                            "kernel": f"{row['id']} {row['kernel']}", "policy": policy,
+                            "facts": dataclasses.asdict(plan.facts(kernel.shape, numels, moved,
+                                                                   spec)),
+                            "measured_s": c["seconds"]})
+    return samples
+
+
+def corpus_report(samples: list[dict], spec: gxusim.HardwareSpec, kernels: bool) -> dict:
+    """The error table per part (fit, test) side by side, and per kernel the predicted
+    gxu/seed ratio against the measured one."""
+    summaries = {}
+    for part in ("fit", "test"):
+        chosen = [s for s in samples if s["part"] == part and s["policy"] == "candidate"]
+        if not chosen:
+            continue
+        text, summaries[part] = error_table(chosen, spec)
+        print(f"\n{part} part:\n" + (text if kernels else text.splitlines()[-1]))
+        ratio_errors = []
+        by_kernel = collections.defaultdict(dict)
+        for s in samples:
+            if s["part"] == part and s["policy"] in ("gxu", "seed"):
+                by_kernel[s["kernel"]][s["policy"]] = (predict(s, spec), s["measured_s"])
+        for pair in by_kernel.values():
+            if len(pair) == 2:
+                predicted = pair["gxu"][0] / pair["seed"][0]
+                measured = pair["gxu"][1] / pair["seed"][1]
+                ratio_errors.append(abs(predicted / measured - 1))
+        if ratio_errors:
+            summaries[part]["ratio_error_median"] = float(np.median(ratio_errors))
+            summaries[part]["ratio_error_worst"] = float(max(ratio_errors))
+            print(f"gxu/seed time ratio per kernel, predicted against measured ({len(ratio_errors)} "
+                  f"kernels): median error {np.median(ratio_errors):.1%}, worst "
+                  f"{max(ratio_errors):.1%}")
+    return summaries
+
+
 TARGETS = {"median_error": 0.10, "worst_error": 0.40, "spearman_min": 0.9, "ratio_error": 0.15}
 
 
@@ -415,9 +480,18 @@ def main() -> int:
     parser.add_argument("--stored-facts", action="store_true",
                         help="use the facts stored with each launch instead of recomputing "
                              "them from the regenerated kernels (older files lack phases)")
+    parser.add_argument("--corpus", type=Path, nargs="+", metavar="ROWS.json",
+                        help="judge the model on measured corpus rows instead (bench_ceiling.py "
+                             "--corpus --json): each part's error, predict-only facts")
+    parser.add_argument("--kernels", action="store_true", help="--corpus: a line per kernel")
     args = parser.parse_args()
     spec = gxusim.load_spec(args.spec)
     gxusim.use_spec(spec)
+    if args.corpus:
+        summaries = corpus_report(corpus_samples(args.corpus, spec), spec, args.kernels)
+        if args.json:
+            args.json.write_text(json.dumps(summaries, indent=1))
+        return 0
     calibration = calibration_samples(args.calibration) if args.calibration else []
     samples = held_out_samples(args.ceiling, args.sweep)
     if not samples:
