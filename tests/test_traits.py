@@ -7,7 +7,7 @@ import torch
 
 import gxusim
 from gxusim.compiler.autotune import AutotuneHeuristics, local_search, plan_key
-from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, LaunchConfig
+from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, KernelQuestion, LaunchConfig
 from gxusim.compiler.launcher import max_autotune_policy
 from gxusim.compiler.plan import (KernelShape, PolicyError, kernel_question, plan_launch,
                                   ranked_plans)
@@ -265,3 +265,49 @@ def test_max_autotune_compiles_and_matches_eager():
     x = torch.randn(5000, 37)
     got = torch.compile(lambda t: t.softmax(-1) * 3, mode="max-autotune")(x.to("gxu"))
     torch.testing.assert_close(got.cpu(), x.softmax(-1) * 3)
+
+
+def _column_question(contiguous_along_rows: bool, rules: LaunchConfig,
+                     candidates: tuple = ()) -> KernelQuestion:
+    """A column sum whose second load moves along the reduced axis with a unit stride or
+    without one (a layout permuted against the tile); the model predicts pipelined configs
+    faster."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    loads = (Access("in_ptr0", "float32", 4, True, False, False, True),
+             Access("in_ptr1", "float32", 4, contiguous_along_rows, False, False, True))
+    store = Access("out_ptr0", "float32", 4, True, True, False, False)
+    traits = KernelTraits(loads, (store,), ("sum",), chunk_loops=1, flops=2, live_values=3)
+    return KernelQuestion("k", "column_reduction", traits, {"xnumel": 6144, "r0_numel": 784},
+                          torch.float32, spec, lambda: list(candidates),
+                          lambda c: 1.0 / (c.num_stages or 1), lambda: rules)
+
+
+def test_a_chunk_loop_whose_loads_are_scattered_along_the_reduced_axis_is_not_pipelined():
+    rules = LaunchConfig({"XBLOCK": 64, "R0_BLOCK": 64}, 8, 4)
+    gxu = GXUHeuristics()
+    assert gxu.choose_reduction(_column_question(True, rules)) is None  # the rules stand
+    assert gxu.choose_reduction(_column_question(False, rules)) == \
+        dataclasses.replace(rules, num_stages=1)
+
+
+def test_the_register_fallback_keeps_a_scattered_kernel_unpipelined():
+    """The rules' tile spills; among the configs that fit, the model's fastest pipelined
+    ones are passed over for the fastest unpipelined one."""
+    wide = LaunchConfig({"XBLOCK": 128, "R0_BLOCK": 512}, 4, 4)
+    fitting = [LaunchConfig({"XBLOCK": 32, "R0_BLOCK": 64}, 8, stages) for stages in (4, 3, 1)]
+    chosen = GXUHeuristics().choose_reduction(_column_question(False, wide, tuple(fitting)))
+    assert chosen == fitting[-1]
+    contiguous = GXUHeuristics().choose_reduction(_column_question(True, wide, tuple(fitting)))
+    assert contiguous == fitting[0]
+
+
+def test_one_pass_rows_pipeline_only_over_enough_chunks_and_few_rows_keep_their_tile():
+    gxu = GXUHeuristics(gxusim.load_spec("gxu-on-h200"))
+    short = gxu.select_one_pass_reduction(4608, 196, torch.float32)
+    long = gxu.select_one_pass_reduction(4608, 4096, torch.float32)
+    assert -(-196 // short.rblock) < 2 * gxu.CHUNK_STAGES and short.num_stages == 1
+    assert -(-4096 // long.rblock) >= 2 * gxu.CHUNK_STAGES and long.num_stages == gxu.CHUNK_STAGES
+    few = gxu.select_reduction(80, 6272, torch.float32)  # 80 rows on 32 programs
+    many = gxu.select_reduction(8192, 6272, torch.float32)
+    assert few.xblock * few.rblock == many.xblock * many.rblock == gxu.MULTI_PASS_TILE
+    assert few.rblock > many.rblock
