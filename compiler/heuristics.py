@@ -322,7 +322,7 @@ class GXUHeuristics(Heuristics):
         moves along the reduced axis has no unit stride (a layout permuted against the
         tile: a pipelined stage copies such a chunk to shared memory element by element,
         and the copies cost more than the latency they hide), nor where a one-pass row
-        reduction's rows have fewer chunks than its stages (`_stages`)."""
+        reduction's rows have fewer than twice as many chunks as stages (`_stages`)."""
         if any(a.along_reduction and not a.contiguous for a in kernel.traits.loads):
             return False
         rblock = config.blocks.get("R0_BLOCK")
