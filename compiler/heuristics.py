@@ -301,16 +301,16 @@ class GXUHeuristics(Heuristics):
         return self.REGISTERS_FOR_INDEXING + traits.registers_per_element * per_thread + \
             traits.live_values
 
-    def _within_registers(self, kernel: KernelQuestion,
-                          rules: Optional[LaunchConfig]) -> Optional[LaunchConfig]:
-        """`rules` (the rules' config as read against the traits; None: the four answers
-        decide) where it does not spill; else the config the performance model predicts
-        fastest among those that do not (ties: the one nearest the rules' tile; all
-        configs, where none fits)."""
-        chosen = rules or kernel.rules()
+    def _within_registers(self, kernel: KernelQuestion, rules: Optional[LaunchConfig],
+                          changed: Optional[LaunchConfig] = None) -> Optional[LaunchConfig]:
+        """`changed` (the rules' config as read against the traits; None: the rules' as
+        they are, which the four answers give) where it does not spill; else the config the
+        performance model predicts fastest among those that do not (ties: the one nearest
+        the rules' tile; all configs, where none fits)."""
+        chosen = changed or rules
         compiles = [0]
         if chosen is None or self._fits(kernel, chosen, compiles):
-            return rules
+            return changed
         configs = sorted((c for c in kernel.candidates()
                           if (c.num_stages or 1) == 1 or self._may_pipeline(kernel, c)),
                          key=lambda c: (kernel.predict(c), _distance(c, chosen)))
@@ -330,10 +330,10 @@ class GXUHeuristics(Heuristics):
             return self._stages(kernel.numels["r0_numel"], rblock) > 1
         return True
 
-    def _read_against_traits(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
+    def _read_against_traits(self, kernel: KernelQuestion,
+                             rules: Optional[LaunchConfig]) -> Optional[LaunchConfig]:
         """The rules' config, unpipelined where the traits say it may not pipeline
         (`_may_pipeline`); None: the rules' config as it is."""
-        rules = kernel.rules()
         if rules is None or (rules.num_stages or 1) == 1 or self._may_pipeline(kernel, rules):
             return None
         return dataclasses.replace(rules, num_stages=1)
@@ -356,15 +356,16 @@ class GXUHeuristics(Heuristics):
         return kernel.traits is not None and self.SEES_KERNEL
 
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel, None) if self._sees(kernel) else None
+        return self._within_registers(kernel, kernel.rules()) if self._sees(kernel) else None
 
     def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel, None) if self._sees(kernel) else None
+        return self._within_registers(kernel, kernel.rules()) if self._sees(kernel) else None
 
     def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         if not self._sees(kernel):
             return None
-        return self._within_registers(kernel, self._read_against_traits(kernel))
+        rules = kernel.rules()  # the four answers' plan: worked out once
+        return self._within_registers(kernel, rules, self._read_against_traits(kernel, rules))
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:
