@@ -364,7 +364,8 @@ class _CountingAutotune(AutotuneHeuristics):
         def counted(plan):  # noqa: ANN001, ANN202
             self.timed += 1
             return time_plan(plan)
-        return super().search(candidates, counted if time_plan else None, key, start)
+        return super().search(candidates, time_plan and dataclasses.replace(time_plan, time=counted),
+                              key, start)
 
 
 def search_corpus_entry(entry: dict, spec: gxusim.HardwareSpec,

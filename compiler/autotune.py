@@ -4,11 +4,12 @@
 "max-autotune")` on gxu. It is a planning strategy like any policy: the planner hands it the
 candidate plans (`plan.candidate_plans`, the space the capped ceiling is searched over too)
 ranked by the performance model, fastest predicted first, the plan gxu's rules give, and a
-way to time one plan, which the active target provides (only targets that can time kernels
-do: `cuda`). `local_search` climbs from the rules' plan and from each of the model's first
+`PlanTimer` that times a plan and compiles a batch of plans at once, which the active target
+provides (only targets that can time kernels do: `cuda`). `local_search` climbs from the rules' plan and from each of the model's first
 few: it times the neighbours of where it stands (one block, the warps or the pipelining depth
 one or two doublings away, or two blocks traded against each other) and moves to the fastest
-while that is faster; each config is timed once. The fastest plan is stored in the
+while that is faster; each config is timed once, and each round's configs are compiled
+together before it. The fastest plan is stored in the
 "autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes, dtype and spec;
 a corrupted file is ignored and rewritten.
 """
@@ -21,7 +22,7 @@ from typing import Callable, Hashable, Optional, Sequence, TypeVar
 from gxusim import cache
 
 from .heuristics import GXUHeuristics
-from .plan import LaunchPlan
+from .plan import LaunchPlan, PlanTimer
 
 Config = TypeVar("Config")
 
@@ -49,12 +50,15 @@ def _neighbours(key: Hashable) -> list[Hashable]:
 
 def local_search(ranked: Sequence[Config], start: Optional[Config],
                  time: Callable[[Config], float], key: Callable[[Config], Hashable],
-                 first: int) -> list[tuple[float, Config]]:
+                 first: int, compile_ahead: Callable[[Sequence[Config]], None] = lambda configs: None
+                 ) -> list[tuple[float, Config]]:
     """(seconds, config) of each config timed (once each): from `start` and from each of the
     `first` of `ranked` (the model's order) in turn, a climb that times the untimed
     neighbours among `ranked` of where it stands and moves to the fastest of them while that
     is faster. Several starts keep one wrong start (the rules', or the model's) from
-    stopping the search on a local best."""
+    stopping the search on a local best. Before each round of timings `compile_ahead` gets
+    every config the round will time (the first round: all starts and their neighbours, all
+    of which their first steps time), so a target can build them at once."""
     by_key = {key(config): config for config in ranked}
     if start is not None:
         by_key.setdefault(key(start), start)
@@ -64,12 +68,24 @@ def local_search(ranked: Sequence[Config], start: Optional[Config],
         if k not in timed:
             timed[k] = (time(by_key[k]), by_key[k])
         return timed[k][0]
-    starts = ([start] if start is not None else []) + list(ranked[:first])
-    for config in starts:
-        here = key(config)
+
+    def around(here: Hashable) -> list[Hashable]:
+        return [here] + [k for k in _neighbours(here) if k in by_key]
+
+    built: set[Hashable] = set()
+
+    def build(keys: Sequence[Hashable]) -> None:
+        fresh = [k for k in dict.fromkeys(keys) if k not in built]
+        built.update(fresh)
+        if fresh:
+            compile_ahead([by_key[k] for k in fresh])
+    starts = [key(config) for config in ([start] if start is not None else []) + list(ranked[:first])]
+    build([k for here in starts for k in around(here)])
+    for here in starts:
         while True:
-            around = [k for k in _neighbours(here) if k in by_key]
-            best = min([here] + around, key=seconds)
+            step = around(here)
+            build(step)
+            best = min(step, key=seconds)
             if seconds(best) >= seconds(here):  # ties stay: a climb that ends
                 break
             here = best
@@ -87,7 +103,7 @@ class AutotuneHeuristics(GXUHeuristics):
     MODEL_FIRST = 3  # the model's first picks, timed beside the rules' plan
 
     def search(self, candidates: Callable[[], Sequence[LaunchPlan]],
-               time_plan: Optional[Callable[[LaunchPlan], float]], key: str,
+               time_plan: Optional[PlanTimer], key: str,
                start: Optional[Callable[[], LaunchPlan]] = None) -> Optional[LaunchPlan]:
         path = cache.cache_dir("autotune") / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         entry = cache.read_json(path)
@@ -102,7 +118,7 @@ class AutotuneHeuristics(GXUHeuristics):
                                "performance model")
         ranked = list(candidates())
         timed = local_search(ranked, start() if start else None, time_plan, plan_key,
-                             self.MODEL_FIRST)
+                             self.MODEL_FIRST, time_plan.compile_ahead)
         seconds, best = min(timed, key=lambda item: item[0])
         cache.write_json(path, {"key": key, "plan": best.as_dict(), "seconds": seconds,
                                 "timed": len(timed)})

@@ -90,9 +90,11 @@ class Heuristics:
     def search(self, candidates: Callable[[], Sequence[Plan]],
                time_plan: Optional[Callable[[Plan], float]], key: str,
                start: Optional[Callable[[], Plan]] = None) -> Optional[Plan]:
-        """A plan chosen by measuring `candidates()` with `time_plan` (seconds), or None to
-        plan from the four answers. `key` names the kernel, sizes, dtype and spec, for
-        caching; `start()` is the plan this policy's answers give (where a search may begin)."""
+        """A plan chosen by measuring `candidates()` with `time_plan` (a `plan.PlanTimer`:
+        `time_plan(plan)` seconds, `time_plan.compile_ahead(plans)` to build a batch at
+        once), or None to plan from the four answers. `key` names the kernel, sizes, dtype
+        and spec, for caching; `start()` is the plan this policy's answers give (where a
+        search may begin)."""
         return None
 
     def __init__(self, spec: HardwareSpec | None = None) -> None:

@@ -44,7 +44,7 @@ from gxusim.triton_launch import cross_compiled_resources
 
 from .autotune import AutotuneHeuristics
 from .heuristics import GXUHeuristics, Heuristics
-from .plan import LaunchPlan, kernel_shape, plan_launch, sized_key
+from .plan import LaunchPlan, PlanTimer, kernel_shape, plan_launch, sized_key
 from .policies import current_heuristics
 
 
@@ -214,13 +214,14 @@ class GXUKernel:
         candidates on the active target, when the target can)."""
         dtype = _dtype_of(args, self.shape.runtime_args)
         target = targets.active()
-
-        def time_plan(candidate: LaunchPlan) -> float:
+        timer = None
+        if target.can_time and not _predicting.get():
             kernel_args = args if target.accepts_gxu_tensors else to_backing(args)
-            return target.time_launch(self._target_launch(candidate), kernel_args)
-
-        return plan_launch(self.shape, numels, dtype, policy, spec,
-                           time_plan if target.can_time and not _predicting.get() else None,
+            timer = PlanTimer(
+                lambda candidate: target.time_launch(self._target_launch(candidate), kernel_args),
+                lambda candidates: self.precompile_plans(candidates, kernel_args)
+                if target.has_triton_driver else None)
+        return plan_launch(self.shape, numels, dtype, policy, spec, timer,
                            sized_key(self.shape.source, numels, dtype, spec),
                            self.shape.argument_bytes(args),
                            lambda constexprs, warps, stages:
@@ -263,13 +264,19 @@ class GXUKernel:
 
     def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
         """Compile the kernel for each plan in parallel threads, before tools time them one
-        by one (Triton's compile is the slow part; the grid is not compiled in)."""
+        by one (Triton's compile is the slow part; the grid is not compiled in). A plan that
+        does not compile is left for its launch to meet and report."""
         import concurrent.futures
 
         def warm(plan: LaunchPlan) -> None:
             launch = self._target_launch(plan)
-            launch.fn.warmup(*args, grid=launch.grid, **launch.options())
-        with concurrent.futures.ThreadPoolExecutor(min(32, os.cpu_count() or 8)) as pool:
+            try:
+                launch.fn.warmup(*args, grid=launch.grid, **launch.options())
+            except Exception:  # noqa: BLE001 - raised again, with its launch, when timed
+                pass
+        if len(plans) < 2:
+            return
+        with concurrent.futures.ThreadPoolExecutor(min(32, len(plans), os.cpu_count() or 8)) as pool:
             list(pool.map(warm, plans))
 
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:

@@ -566,7 +566,19 @@ def candidate_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSp
     return list(plans.values())
 
 
-TimePlan = Callable[[LaunchPlan], float]
+@dataclasses.dataclass(frozen=True)
+class PlanTimer:
+    """How a measuring policy times plans on the active target: `timer(plan)` is the plan's
+    kernel time in seconds; `timer.compile_ahead(plans)` builds several plans' binaries at
+    once (in parallel, where the target compiles) so that the timings which follow find them
+    built: compiling, not timing, is most of a search's wall time."""
+    time: Callable[[LaunchPlan], float]
+    compile_ahead: Callable[[Sequence[LaunchPlan]], None] = lambda plans: None
+
+    def __call__(self, plan: LaunchPlan) -> float:
+        return self.time(plan)
+
+
 # (the constexprs a kernel is called with, num_warps, num_stages) -> words a thread spills
 SpilledWords = Callable[[dict[str, int], int, Optional[int]], Optional[int]]
 
@@ -581,7 +593,7 @@ def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
 
 
 def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
-                policy: Heuristics, spec: HardwareSpec, time_plan: Optional[TimePlan] = None,
+                policy: Heuristics, spec: HardwareSpec, time_plan: Optional[PlanTimer] = None,
                 key: str = "", bytes_moved: float = 0.0,
                 spills: Optional[SpilledWords] = None) -> LaunchPlan:
     """The launch plan for one kernel call: found by the policy's `search` (if it measures:

@@ -12,7 +12,9 @@ import gxusim
 from gxusim import environment
 from gxusim import target as targets
 from gxusim.compiler import launcher
-from gxusim.compiler.plan import KernelShape, PolicyError, candidate_plans, plan_launch
+from gxusim.compiler.autotune import plan_key
+from gxusim.compiler.plan import (KernelShape, PlanTimer, PolicyError, candidate_plans,
+                                  plan_launch)
 from gxusim.compiler.policies import resolve_policy
 
 
@@ -68,13 +70,19 @@ def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
     def seconds(plan):
         return 1.0 / (plan.meta["XBLOCK"] * plan.num_warps)  # bigger is faster, by fiat
 
+    built = []  # the batches handed to compile_ahead
+
     def time_plan(plan):
+        # a plan is built before its timing, in a batch with the others of its round
+        assert any(plan_key(plan) in map(plan_key, batch) for batch in built)
         timed.append(plan)
         return seconds(plan)
 
     numels = {"xnumel": 1 << 20}
-    plan = plan_launch(shape, numels, torch.float32, autotune, spec, time_plan,
-                       key=f"test-{id(timed)}", bytes_moved=8 << 20)
+    plan = plan_launch(shape, numels, torch.float32, autotune, spec,
+                       PlanTimer(time_plan, built.append), key=f"test-{id(timed)}",
+                       bytes_moved=8 << 20)
+    assert len(built[0]) > 1 and sum(map(len, built)) == len({plan_key(p) for p in timed})
     # the fastest timed is kept: on this landscape the fastest legal config, found without
     # timing them all
     legal = candidate_plans(shape, numels, spec)
@@ -91,7 +99,8 @@ def test_autotune_cache_is_used_and_a_corrupted_file_is_timed_again(tmp_path, mo
 
     def plan(size):
         return plan_launch(shape, {"xnumel": size}, torch.float32, autotune, spec,
-                           lambda p: timed.append(p) or 1.0 / p.meta["XBLOCK"], key=f"k{size}")
+                           PlanTimer(lambda p: timed.append(p) or 1.0 / p.meta["XBLOCK"]),
+                           key=f"k{size}")
 
     first = plan(1 << 20)
     (cache_file,) = (tmp_path / "autotune").glob("*.json")
