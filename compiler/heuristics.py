@@ -233,6 +233,10 @@ class GXUHeuristics(Heuristics):
     binary ptxas makes of it), the legal config the performance model predicts fastest
     among those that do not spill (and that the pipelining rules allow) is taken instead.
 
+    Where the tiles leave more than a tenth of the programs idle in their last round (4608
+    rows in 128-row tiles on 32 programs: a second round of 4 tiles), the model weighs the
+    tile against its halvings (`_balanced`).
+
     Gathers reduced in one pass (embedding bags) are not pipelined: a pipelined chunk loop
     reads its indices from their copies in the copies' layout, so each thread loads the
     table element its own index names, where unpipelined Triton first rearranges the index
@@ -275,6 +279,11 @@ class GXUHeuristics(Heuristics):
     GATHER_ROWS = 128
     GATHER_CHUNK = 64
     GATHER_WARPS = 4
+
+    # Tiles that fill less than this share of the programs' last round let the model weigh
+    # smaller ones (`_balanced`).
+    FULL_WAVES = 0.9
+    PARALLEL_BLOCKS = {"XBLOCK": "xnumel", "YBLOCK": "ynumel"}
 
     SEES_KERNEL = True  # False: the rules alone, traits or not (what the rules would pick)
     # What a tile loop's indexing, masks and loop state take of a thread's registers besides
@@ -357,17 +366,50 @@ class GXUHeuristics(Heuristics):
     def _sees(self, kernel: KernelQuestion) -> bool:
         return kernel.traits is not None and self.SEES_KERNEL
 
+    def _balanced(self, kernel: KernelQuestion, config: Optional[LaunchConfig]
+                  ) -> Optional[LaunchConfig]:
+        """`config`; or, where its tiles leave more than 1 - FULL_WAVES of the spec's
+        programs idle in the last round of tiles (or in the only one), the one the performance model predicts fastest of it and
+        the legal configs with one parallel block (XBLOCK, YBLOCK) halved or quartered: more,
+        smaller tiles keep the programs busy to the end but pay each tile's fixed cost more
+        often, a trade the rules cannot weigh and the model can (corpus fit part, H100: rows
+        of 196-2048 over 1.1-1.5 rounds of tiles, 0.42-0.91 of the ceiling at the rules'
+        tile, 0.90-1.00 at the model's)."""
+        if config is None:
+            return None
+        tiles = math.prod(cdiv(kernel.numels[numel], config.blocks[block])
+                          for block, numel in self.PARALLEL_BLOCKS.items() if block in config.blocks)
+        programs = kernel.spec.max_grid
+        if tiles >= self.FULL_WAVES * programs * cdiv(tiles, programs):
+            return config
+        legal = {(tuple(sorted(c.blocks.items())), c.num_warps, c.num_stages)
+                 for c in kernel.candidates()}
+        smaller = [dataclasses.replace(config, blocks={**config.blocks, block: config.blocks[block] // f})
+                   for block in self.PARALLEL_BLOCKS if block in config.blocks for f in (2, 4)]
+        options = [config] + [c for c in smaller if
+                              (tuple(sorted(c.blocks.items())), c.num_warps, c.num_stages) in legal]
+        return min(options, key=kernel.predict)
+
+    def _settled(self, kernel: KernelQuestion, rules: Optional[LaunchConfig],
+                 changed: Optional[LaunchConfig] = None) -> Optional[LaunchConfig]:
+        """The rules' config (`changed`: as read against the traits) within the register
+        budget (`_within_registers`), then balanced over the programs (`_balanced`); None:
+        the rules' config as the four answers give it."""
+        chosen = self._within_registers(kernel, rules, changed)
+        balanced = self._balanced(kernel, chosen or rules)
+        return chosen if balanced == (chosen or rules) else balanced
+
     def choose_pointwise(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel, kernel.rules()) if self._sees(kernel) else None
+        return self._settled(kernel, kernel.rules()) if self._sees(kernel) else None
 
     def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._within_registers(kernel, kernel.rules()) if self._sees(kernel) else None
+        return self._settled(kernel, kernel.rules()) if self._sees(kernel) else None
 
     def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         if not self._sees(kernel):
             return None
         rules = kernel.rules()  # the four answers' plan: worked out once
-        return self._within_registers(kernel, rules, self._read_against_traits(kernel, rules))
+        return self._settled(kernel, rules, self._read_against_traits(kernel, rules))
 
     def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
         # At least TILES_PER_PROGRAM tiles per program where tiles stay MIN_XBLOCK or more:

@@ -1,6 +1,7 @@
 """Kernel traits recorded by code generation, and the policy questions that receive them."""
 import contextlib
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -268,18 +269,18 @@ def test_max_autotune_compiles_and_matches_eager():
 
 
 def _column_question(contiguous_along_rows: bool, rules: LaunchConfig,
-                     candidates: tuple = ()) -> KernelQuestion:
+                     candidates: tuple = (), xnumel: int = 6144,
+                     predict=lambda c: 1.0 / (c.num_stages or 1)) -> KernelQuestion:
     """A column sum whose second load moves along the reduced axis with a unit stride or
-    without one (a layout permuted against the tile); the model predicts pipelined configs
-    faster."""
+    without one (a layout permuted against the tile); the model (by default) predicts
+    pipelined configs faster."""
     spec = gxusim.load_spec("gxu-on-h200")
     loads = (Access("in_ptr0", "float32", 4, True, False, False, True),
              Access("in_ptr1", "float32", 4, contiguous_along_rows, False, False, True))
     store = Access("out_ptr0", "float32", 4, True, True, False, False)
     traits = KernelTraits(loads, (store,), ("sum",), chunk_loops=1, flops=2, live_values=3)
-    return KernelQuestion("k", "column_reduction", traits, {"xnumel": 6144, "r0_numel": 784},
-                          torch.float32, spec, lambda: list(candidates),
-                          lambda c: 1.0 / (c.num_stages or 1), lambda: rules)
+    return KernelQuestion("k", "column_reduction", traits, {"xnumel": xnumel, "r0_numel": 784},
+                          torch.float32, spec, lambda: list(candidates), predict, lambda: rules)
 
 
 def test_a_chunk_loop_whose_loads_are_scattered_along_the_reduced_axis_is_not_pipelined():
@@ -311,3 +312,29 @@ def test_one_pass_rows_pipeline_only_over_enough_chunks_and_few_rows_keep_their_
     many = gxu.select_reduction(8192, 6272, torch.float32)
     assert few.xblock * few.rblock == many.xblock * many.rblock == gxu.MULTI_PASS_TILE
     assert few.rblock > many.rblock
+
+
+def test_tiles_that_leave_programs_idle_in_the_last_round_let_the_model_weigh_smaller_ones():
+    """4608 columns in 128-column tiles are 36 tiles: a second round in which 28 of the 32
+    programs idle. The model (here: each round costs its tile's columns plus a fixed 32)
+    then weighs the legal halvings of the tile; a full last round keeps the rules' tile."""
+    rules = LaunchConfig({"XBLOCK": 128, "R0_BLOCK": 128}, 8, 1)
+    halved, quartered = (dataclasses.replace(rules, blocks={**rules.blocks, "XBLOCK": x})
+                         for x in (64, 32))
+
+    def rounds_model(xnumel):
+        def seconds(config):
+            tiles = math.ceil(xnumel / config.blocks["XBLOCK"])
+            return math.ceil(tiles / 32) * (config.blocks["XBLOCK"] + 32)
+        return seconds
+    legal = (rules, halved, quartered)
+    gxu = GXUHeuristics()
+    # 128: 2 rounds x 160; 64: 3 x 96 (the least); 32: 5 x 64
+    assert gxu.choose_reduction(_column_question(True, rules, legal, 4608, rounds_model(4608))) \
+        == halved
+    # 4096 columns: 32 tiles, one full round
+    assert gxu.choose_reduction(_column_question(True, rules, legal, 4096, rounds_model(4096))) \
+        is None
+    # halvings that are not legal configs are not taken
+    assert gxu.choose_reduction(_column_question(True, rules, (rules,), 4608,
+                                                 rounds_model(4608))) is None
