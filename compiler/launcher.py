@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import importlib.util
 import logging
 import os
@@ -104,7 +105,6 @@ def watching_kernels(watcher: KernelWatcher) -> Iterator[None]:
 
 
 _predicting = contextvars.ContextVar("gxusim_predict_only", default=False)
-PREDICTED = targets.Outcome([])  # what a launch that does not execute teaches
 
 
 @contextlib.contextmanager
@@ -166,7 +166,7 @@ class GXUKernel:
         self.written = frozenset(inductor_meta.get("mutated_arg_names", ())) | {
             name for name in self.shape.runtime_args if is_output(name)}
         self._prepared: dict[tuple, _Prepared] = {}
-        self._frames: dict[tuple, Optional[int]] = {}
+        self._binaries: dict[tuple, Optional[targets.Resources]] = {}  # compiled here
         self._numel_positions = tuple(position for _, position in self.shape.numel_args)
         self.autotune_cache_info: Optional[dict] = None  # read by AsyncCompile's compile metrics
         self.fusion = tuple(inductor_meta.get("original_aten", ()))
@@ -247,20 +247,33 @@ class GXUKernel:
                      num_stages: Optional[int], spec: HardwareSpec) -> Optional[int]:
         """4-byte words of a thread's stack frame in the binary for these constexprs and
         launch options (None: no binary here)."""
-        key = (tuple(sorted(constexprs.items())), num_warps, num_stages, spec.ptxas_capability)
-        if key not in self._frames:
+        binary = self._binary(constexprs, num_warps, num_stages, spec)
+        return None if binary is None else binary.spills
+
+    def spec_binary(self, plan: LaunchPlan, spec: HardwareSpec) -> Optional[targets.Resources]:
+        """The binary of `plan` for the spec's `ptxas_capability`, compiled on this machine
+        (no GPU needed), with its machine code: what the performance model reads of a
+        launch no target ran (predict-only), as it reads the binary the cuda target
+        launches. None where Triton cannot compile it here."""
+        return self._binary(plan.kernel_meta(self.shape), plan.num_warps, plan.num_stages, spec,
+                            machine_code=True)
+
+    def _binary(self, constexprs: dict[str, int], num_warps: int, num_stages: Optional[int],
+                spec: HardwareSpec, machine_code: bool = False) -> Optional[targets.Resources]:
+        key = (tuple(sorted(constexprs.items())), num_warps, num_stages, spec.ptxas_capability,
+               machine_code)
+        if key not in self._binaries:
             options = {"num_warps": num_warps,
                        **({} if num_stages is None else {"num_stages": num_stages})}
             try:
-                resources = cross_compiled_resources(
+                self._binaries[key] = cross_compiled_resources(
                     self.fn, self.triton_meta["signature"], self.triton_meta["configs"][0],
-                    constexprs, options, spec.ptxas_capability)
-            except Exception as error:  # noqa: BLE001 - no binary: the policy's estimate decides
+                    constexprs, options, spec.ptxas_capability, machine_code)
+            except Exception as error:  # noqa: BLE001 - no binary: estimates stand in for it
                 launch_records.log.debug("gxusim: %s not compiled for sm_%d: %s", self.name,
                                          spec.ptxas_capability, error)
-                resources = None
-            self._frames[key] = None if resources is None else resources.spills
-        return self._frames[key]
+                self._binaries[key] = None
+        return self._binaries[key]
 
     def precompile_plans(self, plans: Sequence[LaunchPlan], args: Sequence[Any]) -> None:
         """Compile the kernel for each plan in parallel threads, before tools time them one
@@ -295,7 +308,8 @@ class GXUKernel:
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
                          perf_model.predict_seconds(static_facts, spec), self.fusion,
-                         self.shape.source, self.shape.traits)
+                         self.shape.source, self.shape.traits,
+                         functools.partial(self.spec_binary, plan, spec))
 
     def run(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         if kwargs:
@@ -311,7 +325,7 @@ class GXUKernel:
         if _predicting.get():
             if _captured:  # fake arguments: what a corpus keeps of a launch (no data)
                 _captured[-1].append(CapturedLaunch(self, prepared.plan, args))
-            launch_records.record_lazily(prepared.record, "predict", PREDICTED)
+            launch_records.record_lazily(prepared.predicted_record)
             return
         target = targets.active()
         kernel_args = args if target.accepts_gxu_tensors else to_backing(args)
@@ -348,17 +362,18 @@ class _Prepared:
     fusion: tuple[str, ...]
     source: str  # the kernel's (launch records carry it)
     traits: Optional[KernelTraits]  # ... and what code generation recorded of it
+    spec_binary: Callable[[], Optional[targets.Resources]]  # compiled here, for predict-only
     # The plan's facts with what a compiled binary told (its spills, the programs its
     # registers and shared memory let reside on an SM), their prediction and the binary's
     # occupancy line: made once, so warm launches share them as they share the plan's.
     compiled: dict[targets.Resources, tuple[launch_facts.LaunchFacts, float, str, str]] = \
         dataclasses.field(default_factory=dict)
 
-    def _facts(self, outcome: targets.Outcome) -> tuple[launch_facts.LaunchFacts, float, str,
-                                                        Optional[str]]:
+    def _facts(self, outcome: targets.Outcome, origin: str = "compiled binary"
+               ) -> tuple[launch_facts.LaunchFacts, float, str, Optional[str]]:
         """The launch's facts (counted by the target, or the plan's refined by its compiled
         binary), their predicted time, and what limits the programs resident per SM (with
-        its occupancy line where the target tells one)."""
+        its occupancy line where the target tells one, or the binary's, ending in `origin`)."""
         if outcome.facts is not None:
             return (outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec),
                     outcome.occupancy_limiter or
@@ -377,7 +392,7 @@ class _Prepared:
                     f"{binary.regs_per_thread} regs/thread, {binary.spills} spilled, "
                     f"{binary.smem_per_block} B shared memory" +
                     (f", {'/'.join(waits)} memory waits a chunk" if waits else "") +
-                    " (compiled binary)")
+                    f" ({origin})")
             self.compiled[binary] = (facts, perf_model.predict_seconds(facts, self.spec),
                                      limiter, line)
         return self.compiled[binary]
@@ -391,10 +406,18 @@ class _Prepared:
                 "meta": ", ".join(f"{k}={v}" for k, v in self.launch.meta.items()),
                 "predicted_us": round(self.predicted_s * 1e6, 3)}
 
-    def record(self, target: str, outcome: targets.Outcome) -> launch_records.Launch:
+    def predicted_record(self) -> launch_records.Launch:
+        """The launch record of a launch that predict-only did not run: the plan's facts as
+        the binary compiled here for the spec reads them (the plan's alone where Triton
+        cannot compile here)."""
+        return self.record("predict", targets.Outcome([], compiled=self.spec_binary()),
+                           f"compiled here for sm_{self.spec.ptxas_capability}")
+
+    def record(self, target: str, outcome: targets.Outcome,
+               origin: str = "compiled binary") -> launch_records.Launch:
         """The launch record of one launch of this plan."""
         plan = self.plan
-        facts, predicted_s, limiter, occupancy = self._facts(outcome)
+        facts, predicted_s, limiter, occupancy = self._facts(outcome, origin)
         return launch_records.Launch(
             kernel=self.launch.name, grid=plan.grid, num_warps=plan.num_warps,
             meta=dict(self.meta), target=target, policy=self.policy.name,

@@ -92,13 +92,14 @@ def _machine_code(binary: Any) -> Optional[MachineCode]:
 
 def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
                              constants: dict[str, Any], options: dict[str, Any],
-                             capability: int) -> Optional[Resources]:
+                             capability: int, machine_code: bool = False) -> Optional[Resources]:
     """The resources of the binary `fn` compiles to for an NVIDIA GPU of compute
     `capability` (90: sm_90), compiled on this machine by Triton and its bundled ptxas,
     no GPU needed; None where cuobjdump cannot read them. `signature` and `attrs` as
     Inductor's `triton_meta` gives them ("signature", "configs"[0]); `constants` the
     constexpr values (block sizes, and any constexpr the signature lacks, such as GXU code
-    generation's NUM_STAGES)."""
+    generation's NUM_STAGES). With `machine_code`, its loops too (disassembled here), as the
+    cuda target reads them off the binary it launches."""
     from triton.backends.compiler import GPUTarget
     signature = {**signature, **{name: "constexpr" for name in constants if name not in signature}}
     source = triton.compiler.ASTSource(fn, signature, dict(constants), attrs)
@@ -107,7 +108,8 @@ def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
     if usage is None:
         return None
     registers, frame_bytes, _ = usage
-    return Resources(frame_bytes // 4, registers, binary.metadata.shared, None)
+    code = _machine_code(binary) if machine_code else None
+    return Resources(frame_bytes // 4, registers, binary.metadata.shared, code)
 
 
 def compiled_resources(fn: Any, grid: tuple[int, int, int], args: Sequence[Any],
