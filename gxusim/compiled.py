@@ -1,8 +1,9 @@
 """What a kernel's compiled binary tells the performance model about one launch.
 
 The plan's facts come from the kernel's source, its block sizes and the spec. Where the
-kernel was compiled for a real GPU (the cuda target launches it; calibration compiles each
-sampled config), the binary settles what the source cannot:
+kernel was compiled (the cuda target launches it; calibration compiles each sampled config;
+predict-only compiles it on the machine at hand for the spec's `ptxas_capability`), the
+binary settles what the source cannot:
 
 * ptxas's spilled registers (`LaunchFacts.compiled_spills`);
 * how many programs fit on an SM beside each other with its registers and shared memory

@@ -26,6 +26,7 @@ instructions a warp issues, which a pipelined chunk's copies share the SM's issu
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 import os
@@ -33,7 +34,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
+
+from . import cache
 
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P[T0-9]+\s+)?(\S+)\s*(.*?)\s*;")
 _LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -127,6 +131,38 @@ def resource_usage(cubin: bytes) -> Optional[tuple[int, int, int]]:
 def disassemble(cubin: bytes) -> Optional[str]:
     """The cubin's SASS as nvdisasm prints it, or None where there is no nvdisasm."""
     return _read_cubin("nvdisasm", "-c", cubin)
+
+
+@functools.cache
+def _reader_version() -> str:
+    """Changes whenever this module does: readings it stored before are read again."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+
+
+def cubin_readings(cubin: bytes, machine_code: bool
+                   ) -> tuple[Optional[tuple[int, int, int]], Optional["MachineCode"]]:
+    """`resource_usage` of the cubin and, with `machine_code`, its `loop_code`: worked out
+    once per cubin and kept in the "binaries" cache (`gxusim.cache`), since each reading
+    runs a CUDA tool (about half a second); a file that does not read back is rewritten."""
+    path = cache.cache_dir("binaries") / \
+        f"{hashlib.sha256(cubin).hexdigest()[:32]}-{_reader_version()}.json"
+    stored = cache.read_json(path)
+    try:
+        usage = tuple(stored["usage"]) if stored["usage"] is not None else None
+        code = None
+        if machine_code:
+            code = MachineCode.from_json(stored["code"]) if stored["code"] is not None else None
+        return usage, code
+    except (KeyError, TypeError, ValueError):
+        pass  # not read yet (or not its code), or unusable: read afresh below
+    usage = resource_usage(cubin)
+    sass = disassemble(cubin) if machine_code else None
+    code = loop_code(sass) if sass else None
+    entry = {"usage": usage}
+    if machine_code:
+        entry["code"] = code  # its tuples written as lists, which `from_json` reads back
+    cache.write_json(path, {**stored, **entry})
+    return usage, code
 
 
 def _instructions(sass: str) -> tuple[list[tuple[str, str]], dict[str, int], set[int]]:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import triton
 
-from .machine_code import MachineCode, disassemble, loop_code, resource_usage
+from .machine_code import MachineCode, cubin_readings
 
 
 def _hooked(hook: Any) -> bool:
@@ -86,8 +86,7 @@ def resources(binary: Any) -> Resources:
 
 def _machine_code(binary: Any) -> Optional[MachineCode]:
     cubin = binary.asm.get("cubin") if hasattr(binary, "asm") else None
-    sass = disassemble(cubin) if cubin else None
-    return loop_code(sass) if sass else None
+    return cubin_readings(cubin, machine_code=True)[1] if cubin else None
 
 
 def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
@@ -104,11 +103,10 @@ def cross_compiled_resources(fn: Any, signature: dict[str, str], attrs: dict,
     signature = {**signature, **{name: "constexpr" for name in constants if name not in signature}}
     source = triton.compiler.ASTSource(fn, signature, dict(constants), attrs)
     binary = triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
-    usage = resource_usage(binary.asm["cubin"])
+    usage, code = cubin_readings(binary.asm["cubin"], machine_code)
     if usage is None:
         return None
     registers, frame_bytes, _ = usage
-    code = _machine_code(binary) if machine_code else None
     return Resources(frame_bytes // 4, registers, binary.metadata.shared, code)
 
 

@@ -500,3 +500,31 @@ def test_compiled_dropout_draws_tritons_random_numbers_and_its_backward_keeps_th
         x.grad = None
         assert torch.equal(dropout(torch.rand(20000, device="gxu")) != 0, kept)
     torch._dynamo.reset()
+
+
+def test_a_predicted_launch_is_modelled_from_the_binary_compiled_here_for_the_spec():
+    """Predict-only runs nothing, yet Triton and its ptxas compile the kernel for the spec's
+    sm on this machine: the record's facts are the plan's read against that binary (its
+    registers, spills and loops), as the cuda target reads the binary it launches."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from gxusim import compiled, perf_model
+    from gxusim.compiler import launcher
+    from gxusim.machine_code import cuda_tool
+    if cuda_tool("cuobjdump") is None or cuda_tool("nvdisasm") is None:
+        pytest.skip("no cuobjdump and nvdisasm beside Triton to read a binary")
+    spec = gxusim.load_spec("gxu")
+    torch._dynamo.reset()
+    gxusim.clear_launches()
+    with gxusim.use_spec(spec), FakeTensorMode(), launcher.predict_only(), \
+            launcher.capture() as captured:
+        torch.compile(lambda t: torch.nn.functional.gelu(t, approximate="tanh"))(
+            torch.empty(1 << 20, device="gxu"))
+    (launch,), (seen,) = gxusim.launches(), captured
+    binary = seen.kernel.spec_binary(seen.plan, spec)
+    assert binary is not None and binary.code is not None
+    plan_facts = seen.plan.facts(seen.kernel.shape, seen.kernel.numels(seen.args),
+                                 seen.kernel.shape.argument_bytes(seen.args), spec)
+    assert launch.facts == compiled.with_binary(plan_facts, spec, binary) != plan_facts
+    assert launch.predicted_s == perf_model.predict_seconds(launch.facts, spec)
+    assert f"{binary.regs_per_thread} regs/thread" in launch.occupancy
+    assert launch.occupancy.endswith(f"(compiled here for sm_{spec.ptxas_capability})")

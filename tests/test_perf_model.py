@@ -1385,3 +1385,36 @@ def test_the_spec_holds_what_l2_kept_as_the_h200_measured_it():
     spec = gxusim.load_spec("h200")
     assert rms(spec) < 0.1
     assert rms(spec.replace(l2_kept_bytes=0, l2_kept_none_bytes=0)) > 0.15
+
+
+def test_a_cubins_readings_are_kept_and_a_spoilt_file_is_read_again(tmp_path, monkeypatch):
+    """cuobjdump's and nvdisasm's readings of a cubin are stored once; a stored file that
+    does not read back is replaced by a fresh reading, never trusted."""
+    import triton
+    import triton.language as tl
+    from gxusim.machine_code import cuda_tool
+    from gxusim.triton_launch import cross_compiled_resources
+    if cuda_tool("cuobjdump") is None or cuda_tool("nvdisasm") is None:
+        pytest.skip("no cuobjdump and nvdisasm beside Triton to read a binary")
+    monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
+
+    @triton.jit
+    def double(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+    def compiled(machine_code):
+        return cross_compiled_resources(double, {"x_ptr": "*fp32", "n": "i32"}, {},
+                                        {"BLOCK": 1024}, {"num_warps": 4}, 90, machine_code)
+    fresh = compiled(True)
+    assert fresh is not None and fresh.code is not None
+    (stored,) = (tmp_path / "binaries").glob("*.json")
+    tools = []
+    monkeypatch.setattr("gxusim.machine_code.resource_usage",
+                        lambda cubin: tools.append("cuobjdump") or (7, 0, 0))
+    monkeypatch.setattr("gxusim.machine_code.disassemble",
+                        lambda cubin: tools.append("nvdisasm") or None)
+    assert compiled(True) == fresh and compiled(False).regs_per_thread == fresh.regs_per_thread
+    assert not tools  # read back: no tool ran
+    stored.write_text('{"usage": "spoilt"')
+    assert compiled(False).regs_per_thread == 7 and tools == ["cuobjdump"]  # read again
