@@ -39,12 +39,13 @@ gxu/seed ratios within 15% and in the right direction). `--json` keeps the table
         --ceiling benchmarks/results/ceiling_h200.json --sweep benchmarks/results/sweep_gpu_h200.json \\
         --registers benchmarks/results/registers_h200.json
 
-`--corpus ROWS.json ...` judges the model on measured corpus rows instead: every timed
-config of each kernel, facts from today's code on meta tensors (predict-only), the fit and
+`--corpus ROWS.json ...` judges the model on measured corpus rows instead: ten timed configs
+of each kernel (`--configs`), with the facts predict-only gives them today (the plan's, read
+against the binary compiled here for the spec; `--no-binary`: the plan's alone), the fit and
 test parts side by side, and each kernel's gxu/seed ratio predicted against measured.
 
     python benchmarks/validate_model.py --corpus benchmarks/results/corpus_fit_h100.json \
-        benchmarks/results/corpus_test_h200.json [--kernels]
+        benchmarks/results/corpus_test_h200.json [--kernels] [--configs N] [--no-binary]
 """
 from __future__ import annotations
 
@@ -383,32 +384,43 @@ def ratio_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, li
     return text, rows
 
 
-def corpus_samples(paths: list[Path], spec: gxusim.HardwareSpec) -> list[dict]:
-    """Every timed config of measured corpus rows (`bench_ceiling.py --corpus --json`), with
-    the facts today's code gives its plan (the corpus kernel planned on meta tensors,
-    predict-only: no binary), grouped by part and kind; the rows' gxu and seed plans marked."""
-    from gxusim import corpus
+def corpus_samples(paths: list[Path], spec: gxusim.HardwareSpec, configs: int = 10,
+                   binary: bool = True) -> list[dict]:
+    """Timed configs of measured corpus rows (`bench_ceiling.py --corpus --json`) with the
+    facts today's predict-only gives their plans: the corpus kernel planned on meta
+    tensors, read against the binary Triton compiles here for the spec (`binary`; else the
+    plan's facts alone). Per kernel, `configs` candidates spread evenly over the measured
+    order, fastest to slowest (0: every one; compiling is most of the time), and the rows'
+    gxu and seed plans, marked; grouped by part and kind."""
+    import numpy as np
+    from tqdm import tqdm
+    from gxusim import compiled, corpus
     from gxusim.compiler.heuristics import LaunchConfig
     from gxusim.compiler.plan import config_plan
     kernels = Path(__file__).resolve().parent / "corpus" / "kernels.jsonl"
     entries = {e["id"]: e for e in corpus.load(kernels)}
     samples = []
-    for row in corpus.measured_rows([r for p in paths for r in json.loads(p.read_text())]):
+    rows = corpus.measured_rows([r for p in paths for r in json.loads(p.read_text())])
+    for row in tqdm(rows, desc="corpus kernels", unit="kernel"):
         kernel = corpus.load_kernel(entries[row["id"]])
         args = corpus.meta_arguments(entries[row["id"]])
         numels, moved = kernel.numels(args), kernel.shape.argument_bytes(args)
-        timed = [("candidate", c) for c in row["candidates"]] + \
-            [(name, row[name]) for name in ("gxu", "seed") if row.get(name)]
-        for policy, c in timed:
-            if not c.get("seconds"):
-                continue
+        timed = sorted((c for c in row["candidates"] if c.get("seconds")),
+                       key=lambda c: c["seconds"])
+        if configs and len(timed) > configs:
+            timed = [timed[int(i)] for i in np.linspace(0, len(timed) - 1, configs)]
+        chosen = [("candidate", c) for c in timed] + \
+            [(name, row[name]) for name in ("gxu", "seed") if (row.get(name) or {}).get("seconds")]
+        for policy, c in chosen:
             plan = config_plan(kernel.shape, numels,
                                LaunchConfig(c["meta"], c["num_warps"], c["num_stages"]), spec)
+            facts = plan.facts(kernel.shape, numels, moved, spec)
+            found = kernel.spec_binary(plan, spec) if binary else None
+            if found is not None:
+                facts = compiled.with_binary(facts, spec, found)
             samples.append({"group": f"corpus {row['part']} {row['kind']}", "part": row["part"],
                             "kernel": f"{row['id']} {row['kernel']}", "policy": policy,
-                            "facts": dataclasses.asdict(plan.facts(kernel.shape, numels, moved,
-                                                                   spec)),
-                            "measured_s": c["seconds"]})
+                            "facts": dataclasses.asdict(facts), "measured_s": c["seconds"]})
     return samples
 
 
@@ -484,11 +496,18 @@ def main() -> int:
                         help="judge the model on measured corpus rows instead (bench_ceiling.py "
                              "--corpus --json): each part's error, predict-only facts")
     parser.add_argument("--kernels", action="store_true", help="--corpus: a line per kernel")
+    parser.add_argument("--configs", type=int, default=10, metavar="N",
+                        help="--corpus: N candidates a kernel, spread over its measured order "
+                             "(0: all)")
+    parser.add_argument("--no-binary", action="store_true",
+                        help="--corpus: the plans' facts alone, not read against the binary "
+                             "compiled here for the spec")
     args = parser.parse_args()
     spec = gxusim.load_spec(args.spec)
     gxusim.use_spec(spec)
     if args.corpus:
-        summaries = corpus_report(corpus_samples(args.corpus, spec), spec, args.kernels)
+        summaries = corpus_report(corpus_samples(args.corpus, spec, args.configs,
+                                                 not args.no_binary), spec, args.kernels)
         if args.json:
             args.json.write_text(json.dumps(summaries, indent=1))
         return 0
