@@ -12,6 +12,18 @@ import torch
 import torch.nn.functional as F
 
 import gxusim
+from gxusim.compiler.heuristics import GXUHeuristics
+from gxusim.compiler.policies import current_heuristics
+
+
+class WidestTiles(GXUHeuristics):
+    """gxu's widest pointwise tile at every size: one that divides none of the cases."""
+    name = "widest-tiles"
+    SEES_KERNEL = False
+
+    def select_xblock(self, numel: int, dtype: torch.dtype) -> int:
+        return self.MAX_TILE_ELEMENTS
+
 
 def _store_masks() -> set[str]:
     """The mask argument of every store in the latest generated kernels."""
@@ -31,8 +43,18 @@ def _every_kernel_generated():
         yield
 
 
+@pytest.fixture
+def widest_tiles():
+    before = current_heuristics()
+    gxusim.use_heuristics(WidestTiles())
+    try:
+        yield
+    finally:
+        gxusim.use_heuristics(before)
+
+
 @pytest.mark.parametrize("name,numel,fn", CASES, ids=[c[0] for c in CASES])
-def test_multiples_of_inductors_block_keep_their_mask(name, numel, fn):
+def test_multiples_of_inductors_block_keep_their_mask(name, numel, fn, widest_tiles):
     x = torch.randn(numel, device="gxu")
     gxusim.clear_launches()
     torch._dynamo.reset()
