@@ -5,13 +5,13 @@
 candidate plans (`plan.candidate_plans`, the space the capped ceiling is searched over too)
 ranked by the performance model, fastest predicted first, the plan gxu's rules give, and a
 `PlanTimer` that times a plan and compiles a batch of plans at once, which the active target
-provides (only targets that can time kernels do: `cuda`). `local_search` climbs from the rules' plan and from each of the model's first
-few: it times the neighbours of where it stands (one block, the warps or the pipelining depth
-one or two doublings away, or two blocks traded against each other) and moves to the fastest
-while that is faster; each config is timed once, and each round's configs are compiled
-together before it. The fastest plan is stored in the
-"autotune" cache (`gxusim.cache`), one JSON file per kernel source, sizes, dtype and spec;
-a corrupted file is ignored and rewritten.
+provides (only targets that can time kernels do: `cuda`). `local_search` climbs from the
+rules' plan and from each of the model's first few: it times the neighbours of where it
+stands (one block, the warps or the pipelining depth one or two doublings away, or two
+blocks traded against each other) and moves to the fastest while that is faster; each
+config is timed once, and each round's configs are compiled together before it. The
+fastest plan is stored in the "autotune" cache (`gxusim.cache`), one JSON file per kernel
+source, sizes, dtype and spec; a corrupted file is ignored and rewritten.
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def _neighbours(key: Hashable) -> list[Hashable]:
 
 def local_search(ranked: Sequence[Config], start: Optional[Config],
                  time: Callable[[Config], float], key: Callable[[Config], Hashable],
-                 first: int, compile_ahead: Callable[[Sequence[Config]], None] = lambda configs: None
+                 first: int,
+                 compile_ahead: Callable[[Sequence[Config]], None] = lambda configs: None
                  ) -> list[tuple[float, Config]]:
     """(seconds, config) of each config timed (once each): from `start` and from each of the
     `first` of `ranked` (the model's order) in turn, a climb that times the untimed
@@ -79,7 +80,8 @@ def local_search(ranked: Sequence[Config], start: Optional[Config],
         built.update(fresh)
         if fresh:
             compile_ahead([by_key[k] for k in fresh])
-    starts = [key(config) for config in ([start] if start is not None else []) + list(ranked[:first])]
+    starts = [key(config)
+              for config in ([start] if start is not None else []) + list(ranked[:first])]
     build([k for here in starts for k in around(here)])
     for here in starts:
         while True:

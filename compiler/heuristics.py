@@ -369,22 +369,25 @@ class GXUHeuristics(Heuristics):
     def _balanced(self, kernel: KernelQuestion, config: Optional[LaunchConfig]
                   ) -> Optional[LaunchConfig]:
         """`config`; or, where its tiles leave more than 1 - FULL_WAVES of the spec's
-        programs idle in the last round of tiles (or in the only one), the one the performance model predicts fastest of it and
-        the legal configs with one parallel block (XBLOCK, YBLOCK) halved or quartered: more,
-        smaller tiles keep the programs busy to the end but pay each tile's fixed cost more
-        often, a trade the rules cannot weigh and the model can (corpus fit part, H100: rows
-        of 196-2048 over 1.1-1.5 rounds of tiles, 0.42-0.91 of the ceiling at the rules'
-        tile, 0.90-1.00 at the model's)."""
+        programs idle in the last round of tiles (or in the only one), the one the
+        performance model predicts fastest of it and the legal configs with one parallel
+        block (XBLOCK, YBLOCK) halved or quartered: more, smaller tiles keep the programs
+        busy to the end but pay each tile's fixed cost more often, a trade the rules cannot
+        weigh and the model can (corpus fit part, H100: rows of 196-2048 over 1.1-1.5
+        rounds of tiles, 0.42-0.91 of the ceiling at the rules' tile, 0.90-1.00 at the
+        model's)."""
         if config is None:
             return None
         tiles = math.prod(cdiv(kernel.numels[numel], config.blocks[block])
-                          for block, numel in self.PARALLEL_BLOCKS.items() if block in config.blocks)
+                          for block, numel in self.PARALLEL_BLOCKS.items()
+                          if block in config.blocks)
         programs = kernel.spec.max_grid
         if tiles >= self.FULL_WAVES * programs * cdiv(tiles, programs):
             return config
         legal = {(tuple(sorted(c.blocks.items())), c.num_warps, c.num_stages)
                  for c in kernel.candidates()}
-        smaller = [dataclasses.replace(config, blocks={**config.blocks, block: config.blocks[block] // f})
+        smaller = [dataclasses.replace(config,
+                                       blocks={**config.blocks, block: config.blocks[block] // f})
                    for block in self.PARALLEL_BLOCKS if block in config.blocks for f in (2, 4)]
         options = [config] + [c for c in smaller if
                               (tuple(sorted(c.blocks.items())), c.num_warps, c.num_stages) in legal]

@@ -289,7 +289,8 @@ class GXUKernel:
                 pass
         if len(plans) < 2:
             return
-        with concurrent.futures.ThreadPoolExecutor(min(32, len(plans), os.cpu_count() or 8)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+                min(32, len(plans), os.cpu_count() or 8)) as pool:
             list(pool.map(warm, plans))
 
     def _target_launch(self, plan: LaunchPlan) -> targets.KernelLaunch:
