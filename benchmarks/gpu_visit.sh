@@ -8,6 +8,7 @@ OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 GXUSIM_CACHE_DIR=/tmp/gxusim-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+python3 benchmarks/code_digest.py  # which files these are (the machine's .git is stale)
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 if [ "${PYTEST_ARGS-x}" != "" ]; then
   timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest ${PYTEST_ARGS:-tests -n 8} -q -p no:cacheprovider -W ignore 2>&1 | tee "$OUT/pytest.log" | tail -25
