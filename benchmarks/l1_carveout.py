@@ -6,9 +6,9 @@ no shared memory, so the whole 256 KiB is L1) and for the largest (100: 28 KiB o
 on the H200). Layernorms of shapes the held-out set does not have (8192 x 2048 and
 2048 x 8192, fp32), unpipelined, 32 programs, 1-8 warps, 32 or 64 elements a thread:
 their normalising pass re-reads the rows the first pass loaded, from L1 while it holds
-them (`perf_model.cached_rows`), from L2 when it does not. The model's time is printed
+them (`caches.cached_rows`), from L2 when it does not. The model's time is printed
 beside each measurement at both sizes (the largest carveout: a spec whose driver offers
-only that one), with the binary's facts (`compiled.with_binary`), which the JSON keeps so
+only that one), with the binary's facts (`evidence.with_binary`), which the JSON keeps so
 that a changed model can be checked against these times without a GPU.
 
 Spilled registers also go through the L1 (local memory): plans that spill are timed and
@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 
 import gxusim
-from gxusim import compiled, perf_model
+from gxusim.model import core, evidence
 from gxusim import target as targets
-from gxusim.calibrate import Program, captured_launches
+from gxusim.model.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.triton_launch import resources
@@ -90,7 +90,7 @@ def compiled_plan(kernel: object, args: list, plan: object,
     binary = target_launch.fn.warmup(*args, grid=target_launch.grid, **target_launch.options())
     binary._init_handles()
     found = resources(binary)
-    facts = compiled.with_binary(plan.facts(kernel.shape, numels,
+    facts = evidence.with_binary(plan.facts(kernel.shape, numels,
                                             kernel.shape.argument_bytes(args), spec),
                                  spec, found)
     return target_launch, binary, found, facts
@@ -124,8 +124,8 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
             "shape": shape, "meta": plan.meta, "warps": plan.num_warps,
             "spilled": found.spills, "facts": dataclasses.asdict(facts),
             "measured_us": {k: v * 1e6 for k, v in measured.items()},
-            "model_us": {"L1 256 KiB": perf_model.predict_seconds(facts, spec) * 1e6,
-                         "L1 28 KiB": perf_model.predict_seconds(facts, largest) * 1e6}})
+            "model_us": {"L1 256 KiB": core.predict_seconds(facts, spec) * 1e6,
+                         "L1 28 KiB": core.predict_seconds(facts, largest) * 1e6}})
         print(f"{rows[-1]['shape']} {plan.meta} {plan.num_warps} warps: measured "
               f"{rows[-1]['measured_us']}, model {rows[-1]['model_us']}", flush=True)
     return rows

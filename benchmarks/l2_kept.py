@@ -3,7 +3,7 @@
 Timing flushes L2 before each run (`triton.testing.do_bench`, as the cuda target's
 `time_launch` does) by writing 256 MB: normal lines. A load marked evict_last is kept over
 them, so a kernel whose loads are all so marked finds its data in L2 at the next run, if
-the lines fit (`perf_model.kept_share`; spec fields `l2_kept_bytes`, `l2_kept_none_bytes`).
+the lines fit (`caches.kept_share`; spec fields `l2_kept_bytes`, `l2_kept_none_bytes`).
 Inductor marks a load evict_last when its value is read again, or (torch 2.11) read
 uncoalesced: the transformer's k transpose.
 
@@ -55,7 +55,7 @@ def copy_kernel(in_ptr, out_ptr, numel: tl.constexpr, XBLOCK: tl.constexpr,
 
 def copy_facts(numel: int):
     """The copy with its load marked evict_last, as the model sees it (LaunchFacts)."""
-    from gxusim.launch_facts import LaunchFacts, PhaseFacts
+    from gxusim.model.launch_facts import LaunchFacts, PhaseFacts
     tiles = -(-numel // XBLOCK)
     tile_bytes = XBLOCK * 4.0
     phase = PhaseFacts(iterations=1, elements=XBLOCK, load_bytes=tile_bytes,
@@ -92,13 +92,13 @@ def measure(sizes_mb: list[int]) -> list[dict]:
 
 def with_model(row: dict, spec) -> dict:
     """The row with the model's times for both copies on `spec`."""
-    from gxusim import perf_model
+    from gxusim.model import caches, core
     facts = copy_facts(row["megabytes"] * (1 << 20) // 4)
     unmarked = dataclasses.replace(facts, phases=tuple(
         dataclasses.replace(p, evict_last_bytes=0.0) for p in facts.phases))
-    return {**row, "model_kept_share": perf_model.kept_share(facts, spec),
-            "model_unmarked_us": perf_model.predict_seconds(unmarked, spec) * 1e6,
-            "model_evict_last_us": perf_model.predict_seconds(facts, spec) * 1e6}
+    return {**row, "model_kept_share": caches.kept_share(facts, spec),
+            "model_unmarked_us": core.predict_seconds(unmarked, spec) * 1e6,
+            "model_evict_last_us": core.predict_seconds(facts, spec) * 1e6}
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 A column tile of one or two columns copies each element of its chunk on its own
 (`cp.async.ca`: through the L1, a line held until the copy lands). The model bounds such a
-chunk by the L1's lines: runs x hold / lines (`perf_model.narrow_line_hold`). This
+chunk by the L1's lines: runs x hold / lines (`pipelined.narrow_line_hold`). This
 benchmark times one binary per plan at every shared-memory carveout its ring allows
 (`cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)`), so the L1 left runs from 28 KiB
 to 224 KiB, on 1-16 warps, and prints ns a run measured beside the model's.
@@ -29,12 +29,12 @@ import statistics
 import torch
 
 import gxusim
-from gxusim import launch_facts, perf_model
+from gxusim.model import caches, core, launch_facts
 from gxusim import target as targets
-from gxusim.calibrate import Program, captured_launches
+from gxusim.model.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
-from gxusim.residency import DRIVER_SMEM_PER_BLOCK
+from gxusim.model.residency import DRIVER_SMEM_PER_BLOCK
 from l1_carveout import PERCENT_FOR_CARVEOUT, compiled_plan, set_carveout
 
 PROGRAMS = 32
@@ -72,7 +72,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
         runs = ROWS * numels["xnumel"] / PROGRAMS  # one program's elements: a run each
         for plan in filter(probed, candidate_plans(kernel.shape, numels, spec)):
             target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
-            ring = perf_model.ring_bytes(facts) + DRIVER_SMEM_PER_BLOCK
+            ring = caches.ring_bytes(facts) + DRIVER_SMEM_PER_BLOCK
             for carveout, percent in PERCENT_FOR_CARVEOUT.items():
                 if carveout < ring:
                     continue
@@ -97,7 +97,7 @@ def model_seconds(row: dict, spec: gxusim.HardwareSpec) -> float:
     nothing else (whatever the kernel asks of the driver), and one resident program (32
     programs on more SMs than that)."""
     facts = dataclasses.replace(launch_facts.facts_from_dict(row["facts"]), blocks_per_sm=1)
-    return perf_model.predict_seconds(facts, spec.replace(smem_carveouts=(row["carveout"],),
+    return core.predict_seconds(facts, spec.replace(smem_carveouts=(row["carveout"],),
                                                           smem_per_sm=row["carveout"]))
 
 

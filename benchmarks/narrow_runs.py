@@ -20,7 +20,7 @@ import statistics
 
 import gxusim
 from gxusim import target as targets
-from gxusim.calibrate import Program, captured_launches
+from gxusim.model.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 

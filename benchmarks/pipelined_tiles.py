@@ -8,7 +8,7 @@ pipelined times to `tiles x (start + (chunks - 1) x chunk)`.
 On the H200 (session 22) the rates were the same at every stride: not a DRAM address
 effect. What a tile of few chunks loses is its start (2.3-2.9 us, where a further chunk
 takes 0.59 us): the first chunk lands with the prologue's other copies
-(`perf_model._memory_terms`).
+(`gxusim.model.pipelined.memory_terms`).
 
     python benchmarks/pipelined_tiles.py [--strides 4096 4160 5120]
 """

@@ -1,11 +1,11 @@
 """Registers a chunk loop needs, and its memory waits: what ptxas made of every plan, on the GPU.
 
 The performance model charges a looped reduction for the registers its carried values spill
-(`perf_model.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
+(`evidence.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
 a thread's chunk share, against the `register_budget`). This compiles every candidate plan
 of a case's kernels (cuda target; compiled, not timed) and reads back what ptxas
 allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of
-the registers needed, and the loops of its machine code (`code`, `gxusim.machine_code`: per
+the registers needed, and the loops of its machine code (`code`, `gxusim.model.machine_code`: per
 pass its loads, memory waits (and the load each is spent on), spilled words, stores and
 instructions). `benchmarks/validate_model.py --registers` gives launches
 measured before the cuda target recorded these what their plans compile to. One table per
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import gxusim
-from gxusim import calibrate, perf_model
+from gxusim.model import calibrate, evidence
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.triton_launch import resources
@@ -72,8 +72,8 @@ def registers(name: str, spec: gxusim.HardwareSpec) -> list[dict]:
                     (plan.num_warps * spec.warp_size),
                     "n_regs": binary.n_regs, "n_spills": binary.n_spills,
                     "code": resources(binary).code,
-                    "budget": perf_model.register_budget(facts, spec),
-                    "model_spilled": max(perf_model.spilled_registers(p, facts, spec)
+                    "budget": evidence.register_budget(facts, spec),
+                    "model_spilled": max(evidence.spilled_registers(p, facts, spec)
                                          for p in held)}
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             rows += list(pool.map(compile_plan, candidate_plans(kernel.shape, numels, spec)))

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import gxusim
-from gxusim.calibrate import captured_launches
+from gxusim.model.calibrate import captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
 from gxusim.target import active

@@ -15,7 +15,7 @@ The kernels are layernorms with weight and bias of shapes the held-out set does 
 GPU: `--rows` reads a stored run instead of measuring. The spec's spill_miss_s,
 spill_miss_from and spill_miss_all are the triple (on a grid) that minimises the model's
 squared log error over what the L1 changes: each run's time over its plan's at the largest
-L1 (`perf_model.spill_miss_share`).
+L1 (`caches.spill_miss_share`).
 
     python benchmarks/spill_frames.py [--json OUT.json] [--rows STORED.json]
 """
@@ -30,10 +30,10 @@ import statistics
 from pathlib import Path
 
 import gxusim
-from gxusim import launch_facts, perf_model
+from gxusim.model import evidence, launch_facts
 from gxusim import target as targets
 from gxusim.report import format_table
-from gxusim.residency import DRIVER_SMEM_PER_BLOCK
+from gxusim.model.residency import DRIVER_SMEM_PER_BLOCK
 from l1_carveout import PERCENT_FOR_CARVEOUT, PlanChoice, layernorm_plans, set_carveout
 from narrow_lines import model_seconds
 
@@ -44,7 +44,7 @@ PROBED = PlanChoice(warps=(1, 2, 4), per_thread=(64,))
 def spilled_words(facts: launch_facts.LaunchFacts, spec: gxusim.HardwareSpec) -> float:
     """Words one thread spills and reloads over the launch (its binary's, a chunk)."""
     return facts.tiles_per_program * sum(
-        phase.iterations * perf_model.spilled_registers(phase, facts, spec)
+        phase.iterations * evidence.spilled_registers(phase, facts, spec)
         for phase in facts.phases)
 
 

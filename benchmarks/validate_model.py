@@ -4,7 +4,7 @@ Every measured launch saved by the GPU runs carries its plan and the facts the m
 predicts from (`launch_facts.LaunchFacts`), so the model can be refitted and judged here:
 
 * `--calibration`: samples from `gxusim calibrate --samples` (the calibration programs);
-  the model is fitted on them (`gxusim.calibrate.fit`; without it, the `--spec` as it stands is
+  the model is fitted on them (`gxusim.model.calibrate.fit`; without it, the `--spec` as it stands is
   judged);
 * held out, never used for fitting: `--ceiling` (every config `bench_ceiling.py` timed, per
   kernel) and `--sweep` (the model suite at GPU scale under each policy,
@@ -64,12 +64,12 @@ import numpy as np
 import torch
 
 import gxusim
-from gxusim import calibrate, launch_facts, perf_model
-from gxusim.compiled import MACHINE_CODE_FIELDS, with_machine_code
-from gxusim.machine_code import MachineCode
+from gxusim.model import caches, calibrate, core, launch_facts, terms
+from gxusim.model.evidence import MACHINE_CODE_FIELDS, with_machine_code
+from gxusim.model.machine_code import MachineCode
 from gxusim.triton_launch import Resources
 from gxusim.report import format_table
-from gxusim.residency import residency
+from gxusim.model.residency import residency
 
 
 def spearman(x: list[float], y: list[float]) -> float:
@@ -311,10 +311,10 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
         if row is None:
             continue
         facts = launch_facts.facts_from_dict(sample["facts"])
-        # As `compiled.with_binary` does: the binary's registers (and the rings its
+        # As `evidence.with_binary` does: the binary's registers (and the rings its
         # pipelined loops take in shared memory) limit the programs an SM holds.
         facts = dataclasses.replace(facts, blocks_per_sm=residency(
-            spec, facts.num_warps, row["n_regs"], int(perf_model.ring_bytes(facts)))[0])
+            spec, facts.num_warps, row["n_regs"], int(caches.ring_bytes(facts)))[0])
         if facts.compiled_spills is None:
             facts = dataclasses.replace(facts, compiled_spills=row["n_spills"])
         if row.get("code") and all(p.spilled_words is None for p in facts.phases):
@@ -326,7 +326,7 @@ def attach_compiled(samples: list[dict], registers: Path, spec: gxusim.HardwareS
 
 
 def predict(sample: dict, spec: gxusim.HardwareSpec) -> float:
-    return perf_model.predict_seconds(launch_facts.facts_from_dict(sample["facts"]), spec)
+    return core.predict_seconds(launch_facts.facts_from_dict(sample["facts"]), spec)
 
 
 def error_table(samples: list[dict], spec: gxusim.HardwareSpec) -> tuple[str, dict]:
@@ -394,7 +394,8 @@ def corpus_samples(paths: list[Path], spec: gxusim.HardwareSpec, configs: int = 
     gxu and seed plans, marked; grouped by part and kind."""
     import numpy as np
     from tqdm import tqdm
-    from gxusim import compiled, corpus
+    from gxusim import corpus
+    from gxusim.model import evidence
     from gxusim.compiler.heuristics import LaunchConfig
     from gxusim.compiler.plan import config_plan
     kernels = Path(__file__).resolve().parent / "corpus" / "kernels.jsonl"
@@ -417,7 +418,7 @@ def corpus_samples(paths: list[Path], spec: gxusim.HardwareSpec, configs: int = 
             facts = plan.facts(kernel.shape, numels, moved, spec)
             found = kernel.spec_binary(plan, spec) if binary else None
             if found is not None:
-                facts = compiled.with_binary(facts, spec, found)
+                facts = evidence.with_binary(facts, spec, found)
             samples.append({"group": f"corpus {row['part']} {row['kind']}", "part": row["part"],
                             "kernel": f"{row['id']} {row['kernel']}", "policy": policy,
                             "facts": dataclasses.asdict(facts), "measured_s": c["seconds"]})
@@ -543,7 +544,7 @@ def main() -> int:
         print(f"fitted on {len(calibration)} calibration launches: median error "
               f"{fit.median_error:.1%}, max {fit.max_error:.1%}")
         print("  " + ", ".join(f"{t.field} = {getattr(spec, t.field):.4g}"
-                               for t in perf_model.TERMS) + "\n")
+                               for t in terms.TERMS) + "\n")
     text, summary = error_table(samples, spec)
     print(text)
     ratios_text, ratios = ratio_table(samples, spec)
@@ -552,7 +553,7 @@ def main() -> int:
     print("\n" + targets_line(summary, ratios))
     if args.json:
         args.json.write_text(json.dumps({"spec": {t.field: getattr(spec, t.field)
-                                                  for t in perf_model.TERMS},
+                                                  for t in terms.TERMS},
                                          "summary": summary, "ratios": ratios}, indent=1))
     return 0
 

@@ -42,7 +42,7 @@ from torch._inductor.utils import Placeholder
 from torch._inductor.virtualized import V
 
 from gxusim import target
-from gxusim.kernel_work import kernel_work, live_values
+from gxusim.model.kernel_work import kernel_work, live_values
 from gxusim.traits import Access, KernelTraits, dtype_name
 
 from .plan import MAX_BLOCK_ELEMENTS, PIPELINE_PARAM

@@ -34,7 +34,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from gxusim import launch as launch_records
-from gxusim import compiled, launch_facts, perf_model, residency
+from gxusim.model import core, evidence, launch_facts, residency
 from gxusim import target as targets
 from gxusim.device import to_backing
 from gxusim.findings import check_launch
@@ -308,7 +308,7 @@ class GXUKernel:
         meta = {**plan.kernel_meta(self.shape), **numels, **self.shape.static_blocks,
                 "tiles": plan.n_tiles, "tiles_per_program": plan.tiles_per_program}
         return _Prepared(plan, self._target_launch(plan), meta, policy, spec, static_facts,
-                         perf_model.predict_seconds(static_facts, spec), self.fusion,
+                         core.predict_seconds(static_facts, spec), self.fusion,
                          self.shape.source, self.shape.traits,
                          functools.partial(self.spec_binary, plan, spec))
 
@@ -376,7 +376,7 @@ class _Prepared:
         binary), their predicted time, and what limits the programs resident per SM (with
         its occupancy line where the target tells one, or the binary's, ending in `origin`)."""
         if outcome.facts is not None:
-            return (outcome.facts, perf_model.predict_seconds(outcome.facts, self.spec),
+            return (outcome.facts, core.predict_seconds(outcome.facts, self.spec),
                     outcome.occupancy_limiter or
                     residency.residency_limiter(self.spec, self.plan.num_warps),
                     outcome.occupancy)
@@ -385,7 +385,7 @@ class _Prepared:
             return (self.facts, self.predicted_s,
                     residency.residency_limiter(self.spec, self.plan.num_warps), None)
         if binary not in self.compiled:
-            facts = compiled.with_binary(self.facts, self.spec, binary)
+            facts = evidence.with_binary(self.facts, self.spec, binary)
             limiter = residency.residency(self.spec, facts.num_warps, binary.regs_per_thread,
                                            binary.smem_per_block)[1]
             waits = [f"{phase.round_trips:.2g}" for phase in facts.phases if phase.round_trips]
@@ -394,7 +394,7 @@ class _Prepared:
                     f"{binary.smem_per_block} B shared memory" +
                     (f", {'/'.join(waits)} memory waits a chunk" if waits else "") +
                     f" ({origin})")
-            self.compiled[binary] = (facts, perf_model.predict_seconds(facts, self.spec),
+            self.compiled[binary] = (facts, core.predict_seconds(facts, self.spec),
                                      limiter, line)
         return self.compiled[binary]
 

@@ -23,9 +23,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from gxusim import launch_facts, perf_model, python_ast, residency
+from gxusim import python_ast
+from gxusim.model import core, launch_facts, residency
 from gxusim.kernel_args import NUMEL_ARGS
-from gxusim.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
+from gxusim.model.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
                                 static_blocks)
 from gxusim.spec import HardwareSpec
 from gxusim.traits import KernelTraits
@@ -350,7 +351,7 @@ def config_plan(shape: KernelShape, numels: dict[str, int], config: LaunchConfig
 def predicted_seconds(shape: KernelShape, numels: dict[str, int], plan: LaunchPlan,
                       bytes_moved: float, spec: HardwareSpec) -> float:
     """The performance model's time for a plan, from the plan's facts alone."""
-    return perf_model.predict_seconds(plan.facts(shape, numels, bytes_moved, spec), spec)
+    return core.predict_seconds(plan.facts(shape, numels, bytes_moved, spec), spec)
 
 
 def kernel_question(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,

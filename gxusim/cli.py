@@ -227,8 +227,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     import torch
 
     import gxusim
-    from gxusim import calibrate
-    from gxusim.perf_model import TERMS
+    from gxusim.model import calibrate
+    from gxusim.model.terms import TERMS
     from gxusim.report import format_table
     from gxusim.spec import load_spec
     if not torch.cuda.is_available():

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from . import environment
 from .findings import Finding
-from .launch_facts import LaunchFacts
+from .model.launch_facts import LaunchFacts
 from .traits import KernelTraits
 
 log = logging.getLogger("gxusim.decisions")

@@ -38,7 +38,7 @@ class HardwareSpec:
     mem_bandwidth: float  # bytes/s, DRAM
     clock_hz: float
     launch_overhead_s: float
-    # Performance-model coefficients (`perf_model.TERMS` says what each one times).
+    # Performance-model coefficients (`terms.TERMS` says what each one times).
     memory_latency_s: float = 6e-7  # one memory round trip of a tile (or a chunk loop's first)
     loop_round_trip_s: float = 5.0e-7  # unpipelined chunk loop: one memory wait of a thread
     pipeline_latency_s: float = 5.0e-7  # a pipelined chunk loop's round trip (async copy)
@@ -82,7 +82,7 @@ class HardwareSpec:
     # The SM's L1 data cache and shared memory are one array of l1_bytes (0: not modelled),
     # split at one of smem_carveouts (bytes of shared memory, ascending) per kernel: what
     # shared memory leaves is the L1 an asynchronous copy of a narrow run passes through
-    # (`perf_model.l1_cache_bytes`).
+    # (`caches.l1_cache_bytes`).
     l1_bytes: int = 0
     smem_carveouts: tuple[int, ...] = ()
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
@@ -122,7 +122,7 @@ _POSITIVE_INTS = (
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 _CACHE_BYTES = ("l2_bytes", "l1_bytes", "l2_kept_bytes", "l2_kept_none_bytes")  # 0: not modelled
-# The performance model's coefficients (gxusim/perf_model.py TERMS, bandwidth aside).
+# The performance model's coefficients (gxusim/model/terms.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
                 "warp_instruction_s", "sm_transcendental_s",

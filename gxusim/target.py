@@ -26,7 +26,8 @@ from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 import torch
 
-from . import environment, launch_facts
+from . import environment
+from .model import launch_facts
 from .errors import InputError
 from .findings import Finding
 from .spec import HardwareSpec, current_spec

@@ -14,7 +14,7 @@ every parameter of the kernel, constexprs included, in signature order;
 `triton.knobs.runtime.launch_enter_hook` / `launch_exit_hook` (profilers); and
 `CompiledKernel._init_handles()`, which loads the binary and sets `n_regs` and `n_spills`
 (local memory bytes / 4) from the loaded function; `CompiledKernel.metadata.shared` (bytes);
-`CompiledKernel.asm["cubin"]` (the binary's bytes, which `gxusim.machine_code` disassembles).
+`CompiledKernel.asm["cubin"]` (the binary's bytes, which `gxusim.model.machine_code` disassembles).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import triton
 
-from .machine_code import MachineCode, cubin_readings
+from .model.machine_code import MachineCode, cubin_readings
 
 
 def _hooked(hook: Any) -> bool:

@@ -5,7 +5,7 @@ import torch
 pytestmark = pytest.mark.cuda
 
 import gxusim  # noqa: E402
-from gxusim import calibrate, perf_model  # noqa: E402
+from gxusim.model import calibrate, terms  # noqa: E402
 
 
 def test_calibration_fits_measured_launches_and_writes_a_loadable_spec(tmp_path):
@@ -20,6 +20,6 @@ def test_calibration_fits_measured_launches_and_writes_a_loadable_spec(tmp_path)
     path = tmp_path / "calibrated.toml"
     calibrate.write_spec_toml(fit.spec, "gxu-on-h200", path, "test")
     loaded = gxusim.load_spec(str(path))
-    for term in perf_model.TERMS:
+    for term in terms.TERMS:
         assert getattr(loaded, term.field) == pytest.approx(getattr(fit.spec, term.field), rel=1e-5)
     assert loaded.sm_count == torch.cuda.get_device_properties().multi_processor_count

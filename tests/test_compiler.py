@@ -12,8 +12,8 @@ from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuri
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, kernel_kind, kernel_shape_from_source,
                                  plan_launch, reduction_question)
-from gxusim.kernel_work import kernel_phases, kernel_work, static_blocks
-from gxusim.launch_facts import pipelined
+from gxusim.model.kernel_work import kernel_phases, kernel_work, static_blocks
+from gxusim.model.launch_facts import pipelined
 from triton_kernels.generated import EMBEDDING_SUM, TOKEN_NLL
 from gxusim.compiler.policies import POLICIES, current_heuristics
 from gxusim.findings import check_launch
@@ -507,9 +507,9 @@ def test_a_predicted_launch_is_modelled_from_the_binary_compiled_here_for_the_sp
     sm on this machine: the record's facts are the plan's read against that binary (its
     registers, spills and loops), as the cuda target reads the binary it launches."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from gxusim import compiled, perf_model
+    from gxusim.model import core, evidence
     from gxusim.compiler import launcher
-    from gxusim.machine_code import cuda_tool
+    from gxusim.model.machine_code import cuda_tool
     if cuda_tool("cuobjdump") is None or cuda_tool("nvdisasm") is None:
         pytest.skip("no cuobjdump and nvdisasm beside Triton to read a binary")
     spec = gxusim.load_spec("gxu")
@@ -524,7 +524,7 @@ def test_a_predicted_launch_is_modelled_from_the_binary_compiled_here_for_the_sp
     assert binary is not None and binary.code is not None
     plan_facts = seen.plan.facts(seen.kernel.shape, seen.kernel.numels(seen.args),
                                  seen.kernel.shape.argument_bytes(seen.args), spec)
-    assert launch.facts == compiled.with_binary(plan_facts, spec, binary) != plan_facts
-    assert launch.predicted_s == perf_model.predict_seconds(launch.facts, spec)
+    assert launch.facts == evidence.with_binary(plan_facts, spec, binary) != plan_facts
+    assert launch.predicted_s == core.predict_seconds(launch.facts, spec)
     assert f"{binary.regs_per_thread} regs/thread" in launch.occupancy
     assert launch.occupancy.endswith(f"(compiled here for sm_{spec.ptxas_capability})")

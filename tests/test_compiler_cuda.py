@@ -70,14 +70,14 @@ def test_stock_cuda_compilation_is_unchanged_by_gxusim():
 def test_launch_records_carry_the_binarys_spills_and_calibration_samples_too():
     """The cuda target reads ptxas's spills off each binary it launched: the launch
     records' facts carry them, and the prediction uses them instead of the estimate."""
-    from gxusim import calibrate, perf_model
+    from gxusim.model import calibrate, core
     from gxusim.models import CASES
     result = run_case(CASES["row_sum"], "gpu")
     _check(result)
     for launch in result.launches:
         assert isinstance(launch.facts.compiled_spills, int) and launch.facts.compiled_spills >= 0
         assert launch.predicted_s == pytest.approx(
-            perf_model.predict_seconds(launch.facts, gxusim.current_spec()))
+            core.predict_seconds(launch.facts, gxusim.current_spec()))
     spec = gxusim.load_spec("gxu-on-h200")
     (program,) = [p for p in calibrate.PROGRAMS if p.name == "var 2048x16384"]
     samples = calibrate.measure_program(program, spec)
@@ -91,7 +91,7 @@ def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code():
     """The cuda target disassembles each binary it launches: the seed's unpipelined row sum
     gets the memory waits and spilled words its SASS has per chunk, and is predicted from
     them (the GXU-shaped row sum: 16384 rows of 8192, 16 chunks a row)."""
-    from gxusim import perf_model
+    from gxusim.model import core
     from gxusim.models import CASES
     gxusim.use_heuristics("seed")
     try:
@@ -106,5 +106,5 @@ def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code():
     # a chunk's loads, 16-byte vectors of a thread, waited for in fewer waves than loads
     threads = launch.num_warps * 32
     assert loop.round_trips <= loop.load_accesses / threads
-    assert launch.predicted_s == perf_model.predict_seconds(launch.facts, gxusim.current_spec())
+    assert launch.predicted_s == core.predict_seconds(launch.facts, gxusim.current_spec())
     assert "memory waits a chunk" in launch.occupancy

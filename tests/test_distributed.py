@@ -299,7 +299,8 @@ def test_a_cluster_without_gpus_is_a_clear_error_for_gpu_work(monkeypatch):
 
 
 def test_calibration_leaves_out_a_program_that_failed_and_names_it(monkeypatch):
-    from gxusim import calibrate, target
+    from gxusim import target
+    from gxusim.model import calibrate
     monkeypatch.setattr(target, "active", lambda: type("Timing", (), {"can_time": True})())
     good, bad = calibrate.PROGRAMS[:2]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import gxusim
-from gxusim import perf_model
+from gxusim.model import core
 from gxusim.emulator import EmulationError
 from triton_kernels.pointwise import add_relu_chunked, int_isnan
 from triton_kernels.reductions import row_arg_extremes, row_sum, row_sums_walking_pointers
@@ -26,7 +26,7 @@ def test_looped_reduction_counts_every_chunk(cols: int) -> None:
     assert facts.programs == programs and facts.num_warps == report.num_warps
     assert facts.bytes_moved == report.traffic_bytes
     assert facts.blocks_per_sm == report.occupancy.blocks_per_sm
-    assert report.predicted_s == perf_model.predict_seconds(facts, spec)
+    assert report.predicted_s == core.predict_seconds(facts, spec)
 
 
 def test_pointwise_tile_issues_its_block() -> None:

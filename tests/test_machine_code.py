@@ -1,7 +1,7 @@
 """The machine code reader: loops, their loads and the memory waits a thread cannot overlap."""
 import pytest
 
-from gxusim.machine_code import ChunkCode, ChunkLoop, LoopCode, MachineCode, chunk_code, loop_code
+from gxusim.model.machine_code import ChunkCode, ChunkLoop, LoopCode, MachineCode, chunk_code, loop_code
 
 # nvdisasm's layout, cut down: a tile loop (.L_x_1) around a chunk loop (.L_x_0) whose pass
 # issues two loads, waits for the first, issues a third and waits for it.

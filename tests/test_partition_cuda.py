@@ -39,7 +39,7 @@ def test_a_partition_spec_runs_compiled_kernels_on_its_sms():
 
 RESIDENCY = textwrap.dedent("""
     import dataclasses, torch, gxusim
-    from gxusim import perf_model, residency
+    from gxusim.model import core, residency
     spec = gxusim.current_spec()
     gelu = lambda t: 0.5 * t * (1 + torch.tanh(0.79788 * (t + 0.044715 * t ** 3)))
     x = torch.randn(1 << 24, device="cuda")
@@ -50,7 +50,7 @@ RESIDENCY = textwrap.dedent("""
     assert launch.facts.blocks_per_sm == residency.residency(spec, launch.num_warps, regs)[0]
     two = dataclasses.replace(launch.facts, blocks_per_sm=2)
     print("residency", launch.num_warps, regs, launch.facts.blocks_per_sm,
-          launch.occupancy_limiter, launch.predicted_s, perf_model.predict_seconds(two, spec))
+          launch.occupancy_limiter, launch.predicted_s, core.predict_seconds(two, spec))
 """)
 
 

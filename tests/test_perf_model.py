@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 
 import gxusim
-from gxusim import launch_facts, perf_model
-from gxusim.calibrate import fit
-from gxusim.kernel_work import (DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT,
+from gxusim.model import caches, core, evidence, launch_facts, pipelined, tile
+from gxusim.model.calibrate import fit
+from gxusim.model.kernel_work import (DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT,
                                 kernel_phases)
 from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
-from gxusim.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
-from gxusim.perf_model import (LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD,
-                               breakdown, predict_seconds, spilled_registers)
-from gxusim.compiled import with_binary, with_machine_code
-from gxusim.machine_code import LoopCode, MachineCode
-from gxusim.residency import blocks_per_sm, residency
+from gxusim.model.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
+from gxusim.model.evidence import LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD, spilled_registers
+from gxusim.model.core import breakdown, predict_seconds
+from gxusim.model.evidence import with_binary, with_machine_code
+from gxusim.model.machine_code import LoopCode, MachineCode
+from gxusim.model.residency import blocks_per_sm, residency, serial_tiles
 from gxusim.triton_launch import Resources
 
 N = 100_000_000
@@ -513,7 +513,7 @@ def test_a_thread_with_more_accesses_than_it_keeps_in_flight_pays_more_round_tri
 
 def test_a_thread_keeps_fewer_loads_in_flight_when_more_threads_share_the_registers():
     spec = gxusim.load_spec("gxu-on-h200")  # 65536 registers per SM, at most 255 a thread
-    slots = {w: perf_model.in_flight_vectors(
+    slots = {w: tile.in_flight_vectors(
         _facts(spec, MUL_RELU, {"XBLOCK": 4096}, w, 32, N, 8 * N), spec) for w in (1, 8, 16)}
     assert slots[1] == slots[8] == pytest.approx(spec.loads_in_flight)
     assert slots[16] == pytest.approx(spec.loads_in_flight * 128 / 255)
@@ -536,9 +536,9 @@ def test_a_later_pass_over_rows_that_fit_in_l2_waits_on_l2_not_dram():
                    8 * 2048 * 32768, chunks=64)
     first, *later = [p for p in facts.phases if p.looped]
     # 4 rows of 128 KB per tile: 512 KB, within a 32nd of the H200's 60 MB L2
-    assert [perf_model.cached_rows(p, facts.phases[:i], facts, spec)
+    assert [caches.cached_rows(p, facts.phases[:i], facts, spec)
             for i, p in enumerate(facts.phases) if p in later] == \
-        [perf_model.CachedRows(first.load_bytes, spec.l2_latency_s)] * 2
+        [caches.CachedRows(first.load_bytes, spec.l2_latency_s)] * 2
     small_l2 = spec.replace(l2_bytes=1 << 20)
     assert predict_seconds(facts, small_l2) > predict_seconds(facts, spec)
     # unpipelined, their waits are L2 round trips: none at all would be faster still
@@ -559,10 +559,10 @@ def test_a_later_pass_over_rows_the_l1_still_holds_waits_for_no_round_trip():
             facts = dataclasses.replace(facts, phases=launch_phases(
                 SOFTMAX_LOOPED, {"XBLOCK": rows, "R0_BLOCK": 512}, 4, stages=stages))
         first, later = [p for p in facts.phases if p.looped][:2]
-        return facts, perf_model.cached_rows(later, (first,), facts, spec)
+        return facts, caches.cached_rows(later, (first,), facts, spec)
 
     held, cached = softmax(8)  # 64 KB a tile, one program an SM: in the 256 KB L1
-    assert cached == perf_model.CachedRows(cached.bytes, 0.0) and cached.bytes > 0
+    assert cached == caches.CachedRows(cached.bytes, 0.0) and cached.bytes > 0
     assert breakdown(held, spec)["l2_latency_s"] == 0
     beyond, cached = softmax(64)  # 512 KB a tile: beyond the L1, L2's
     assert cached.wait_s == spec.l2_latency_s and breakdown(beyond, spec)["l2_latency_s"] > 0
@@ -573,7 +573,7 @@ def test_a_later_pass_over_rows_the_l1_still_holds_waits_for_no_round_trip():
     first, later = [p for p in held.phases if p.looped][:2]
     for extra, wait in ((8 << 10, 0.0), (64 << 10, spec.l2_latency_s)):
         weighted = dataclasses.replace(later, load_bytes=later.load_bytes + extra)
-        assert perf_model.cached_rows(weighted, (first,), held, spec).wait_s == wait
+        assert caches.cached_rows(weighted, (first,), held, spec).wait_s == wait
 
 
 def test_what_every_tile_loads_alike_comes_from_cache():
@@ -586,15 +586,15 @@ def test_what_every_tile_loads_alike_comes_from_cache():
     assert (first.tile_invariant_bytes, later.tile_invariant_bytes) == (0, 512 * 4)
     assert later.load_bytes == 8 * 512 * 4 + 512 * 4
     # 64 KB of rows and 8 KB of scales a tile: all of the later pass's loads in L1
-    assert perf_model.cached_rows(later, facts.phases[:2], facts, spec) == \
-        perf_model.CachedRows(later.load_bytes, 0.0)
+    assert caches.cached_rows(later, facts.phases[:2], facts, spec) == \
+        caches.CachedRows(later.load_bytes, 0.0)
     streamed = dataclasses.replace(facts, phases=tuple(
         dataclasses.replace(p, tile_invariant_bytes=0.0) for p in facts.phases))
     assert predict_seconds(facts, spec) < predict_seconds(streamed, spec)
     # a first pass's scales come from cache too; pipelined, from L2
     piped = dataclasses.replace(later, pipeline_stages=3)
-    assert perf_model.cached_rows(piped, (), facts, spec) == \
-        perf_model.CachedRows(512 * 4, spec.l2_latency_s)
+    assert caches.cached_rows(piped, (), facts, spec) == \
+        caches.CachedRows(512 * 4, spec.l2_latency_s)
 
 
 def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
@@ -608,10 +608,10 @@ def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
         return LaunchFacts(32, 4, 256, 128, 288e3, 16, phases=(row, gather),
                            footprint_bytes=footprint)
     requested = 32 * 256 * 12 * 128
-    assert perf_model.reused_share(facts(288e3), spec) == pytest.approx(1 - 288e3 / requested)
+    assert caches.reused_share(facts(288e3), spec) == pytest.approx(1 - 288e3 / requested)
     # unknown, or too big for L2 (lines evicted before they are asked for again): no reuse
-    assert perf_model.reused_share(facts(0.0), spec) == 0.0
-    assert perf_model.reused_share(facts(288e3), spec.replace(l2_bytes=1 << 17)) == 0.0
+    assert caches.reused_share(facts(0.0), spec) == 0.0
+    assert caches.reused_share(facts(288e3), spec.replace(l2_bytes=1 << 17)) == 0.0
     reused, unknown = predict_seconds(facts(288e3), spec), predict_seconds(facts(0.0), spec)
     assert reused < unknown
     assert breakdown(facts(288e3), spec)["l2_hit_share"] > 0
@@ -621,15 +621,15 @@ def test_round_trips_for_lines_other_tiles_asked_for_are_answered_by_l2():
     # sectors) bounds the launch no more than the plan's distinct bytes do
     traffic = 8192 * 128 * (8 + 32) + 8192 * 32
     emulated = dataclasses.replace(facts(288e3), bytes_moved=traffic)
-    assert perf_model.dram_bytes(facts(288e3), spec) == perf_model.dram_bytes(emulated, spec) \
+    assert caches.dram_bytes(facts(288e3), spec) == caches.dram_bytes(emulated, spec) \
         == 288e3
     slow_dram = spec.replace(mem_bandwidth=1e9)
     assert predict_seconds(emulated, slow_dram) == predict_seconds(facts(288e3), slow_dram)
-    assert perf_model.dram_bytes(dataclasses.replace(emulated, footprint_bytes=0.0), spec) \
+    assert caches.dram_bytes(dataclasses.replace(emulated, footprint_bytes=0.0), spec) \
         == traffic  # no reuse known: the traffic as counted
     # a streaming kernel asks for each line once, however well it fits in L2
     stream = _facts(spec, ADD, {"XBLOCK": 1024}, 4, 32, 1 << 20, 12 << 20)
-    assert perf_model.reused_share(dataclasses.replace(stream, footprint_bytes=12 << 20),
+    assert caches.reused_share(dataclasses.replace(stream, footprint_bytes=12 << 20),
                                    spec) == 0
 
 
@@ -715,7 +715,7 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
         phase = dataclasses.replace(loop, pipeline_stages=4, issued=instructions)
         return dataclasses.replace(facts, phases=[phase if p is loop else p
                                                   for p in facts.phases])
-    tiles, threads = perf_model.serial_tiles(facts, spec), 8 * spec.warp_size
+    tiles, threads = serial_tiles(facts, spec), 8 * spec.warp_size
     per_instruction = tiles * 32 * max(threads * spec.sm_flop_s, spec.warp_instruction_s)
     copy = tiles * 32 * 128 * 128 * 4 / spec.async_copy_bandwidth
     few = 0.2 * copy / per_instruction  # instructions a chunk: a fifth of its copy's time
@@ -732,7 +732,7 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
     assert predict_seconds(issuing(many), slow_warp) > 5 * predict_seconds(issuing(many), spec)
     piped = dataclasses.replace(loop, pipeline_stages=4)
     assert predict_seconds(issuing(None), spec) == pytest.approx(predict_seconds(
-        issuing(perf_model.estimated_instructions(piped, facts, spec)), spec))
+        issuing(evidence.estimated_instructions(piped, facts, spec)), spec))
 
 
 def test_an_unpipelined_loops_warp_issues_its_instructions_one_after_another():
@@ -747,7 +747,7 @@ def test_an_unpipelined_loops_warp_issues_its_instructions_one_after_another():
         phase = dataclasses.replace(loop, issued=instructions)
         return dataclasses.replace(facts, phases=[phase if p is loop else p
                                                   for p in facts.phases])
-    chunks = perf_model.serial_tiles(facts, spec) * 2
+    chunks = serial_tiles(facts, spec) * 2
     many = 1e4  # a chunk's instructions: their stream outlasts the chunk's waits
     added = predict_seconds(issuing(2 * many), spec) - predict_seconds(issuing(many), spec)
     assert added == pytest.approx(chunks * many * spec.warp_instruction_s, rel=0.1)
@@ -767,10 +767,10 @@ def test_narrow_pipelined_copies_wait_for_the_l1_that_shared_memory_leaves():
         return dataclasses.replace(facts, phases=launch_phases(
             source, {"XBLOCK": xblock, "R0_BLOCK": rblock}, 16384 // rblock, stages=stages))
     small, large = column_sum(2, 4096, 2), column_sum(2, 4096, 3)  # 32 and 64 KiB rings
-    assert perf_model.ring_bytes(small) == 32768 and perf_model.ring_bytes(large) == 65536
-    assert perf_model.l1_cache_bytes(large, spec) == spec.l1_bytes - spec.smem_per_sm
+    assert caches.ring_bytes(small) == 32768 and caches.ring_bytes(large) == 65536
+    assert caches.l1_cache_bytes(large, spec) == spec.l1_bytes - spec.smem_per_sm
     # the smallest carveout holding the resident programs' rings, with the driver's 1 KiB
-    assert perf_model.l1_cache_bytes(small, spec) == spec.l1_bytes - min(
+    assert caches.l1_cache_bytes(small, spec) == spec.l1_bytes - min(
         c for c in spec.smem_carveouts if c >= small.blocks_per_sm * (32768 + 1024))
     assert predict_seconds(large, spec) > 1.5 * predict_seconds(small, spec)
     assert predict_seconds(large, spec.replace(l1_bytes=0)) < 1.2 * predict_seconds(small, spec)
@@ -802,7 +802,7 @@ def test_a_narrow_copy_holds_its_line_less_long_where_other_programs_fetched_its
     assert loop(column_sum(1, 2, strided)).narrow_runs == loop(column_sum(1, 2)).narrow_runs
 
     def hold(facts):
-        return sum(perf_model.narrow_line_hold(loop(facts), facts, spec).values())
+        return sum(pipelined.narrow_line_hold(loop(facts), facts, spec).values())
     # one and two warps: DRAM's hold; 16: most of the neighbours' share from L2
     assert hold(column_sum(1, 1)) == hold(column_sum(1, 2)) == spec.narrow_line_s
     assert hold(column_sum(1, 4)) < hold(column_sum(1, 2))
@@ -854,7 +854,7 @@ def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
             facts, spec, Resources(0, 47, 0, code)))
     one, two = read(1.0), read(2.0)
     assert [p.round_trips for p in two.phases] == [2.0]
-    tiles = perf_model.serial_tiles(facts, spec)
+    tiles = serial_tiles(facts, spec)
     latency = breakdown(one, spec)["memory_latency_s"] / tiles
     # the second wait is a round trip a tile, overlapping only the SM's bandwidth
     slower = predict_seconds(two, spec) - predict_seconds(one, spec)
@@ -871,7 +871,7 @@ def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
     late = dataclasses.replace(rows, phases=(read,))
     early = dataclasses.replace(rows, phases=(dataclasses.replace(read, late_round_trips=0.0),))
     assert predict_seconds(late, spec) - predict_seconds(early, spec) == pytest.approx(
-        perf_model.serial_tiles(rows, spec) * spec.l2_latency_s)
+        serial_tiles(rows, spec) * spec.l2_latency_s)
 
 
 def test_a_tiles_instructions_are_its_binarys_else_estimated_from_its_calls():
@@ -886,7 +886,7 @@ def test_a_tiles_instructions_are_its_binarys_else_estimated_from_its_calls():
         return LaunchFacts(32, 16, 96, 32768, 1e8, 1,
                            phases=launch_phases(source, {"XBLOCK": 32768}, 1))
     gelu, relu = tile(TANH_GELU), tile(MUL_RELU)
-    estimate = [perf_model.estimated_instructions(f.phases[0], f, spec) for f in (gelu, relu)]
+    estimate = [evidence.estimated_instructions(f.phases[0], f, spec) for f in (gelu, relu)]
     assert estimate[0] == pytest.approx(2060, rel=0.15)
     assert estimate[0] > 4 * estimate[1]
     code = MachineCode((), LoopCode(loads=16, round_trips=2.0, stores=16, instructions=4000))
@@ -910,10 +910,10 @@ def test_a_chunk_loops_instructions_are_estimated_from_its_loads_calls_and_runs(
     facts = _facts(spec, SOFTMAX_LOOPED, {"XBLOCK": 1, "R0_BLOCK": 8192}, 4, 32, 2048, 1e6,
                    chunks=4)
     top, maximum, total, normalise = facts.phases
-    estimate = [perf_model.estimated_instructions(p, facts, spec) for p in (maximum, total)]
+    estimate = [evidence.estimated_instructions(p, facts, spec) for p in (maximum, total)]
     assert estimate[1] == pytest.approx(678, rel=0.25) and estimate[1] > 3 * estimate[0]
     copied = dataclasses.replace(total, pipeline_stages=3)
-    assert perf_model.estimated_instructions(copied, facts, spec) > estimate[1]
+    assert evidence.estimated_instructions(copied, facts, spec) > estimate[1]
     code = MachineCode((LoopCode(16, 5.0, instructions=678),
                         LoopCode(16, 2.0, stores=16, instructions=901)),
                        LoopCode(64, 5.0, instructions=1101))
@@ -955,7 +955,7 @@ def test_a_loop_of_one_chunk_is_not_pipelined():
         facts, spec, Resources(0, 31, 0, code)))
     (loop,) = [p for p in read.phases if p.looped]
     assert (loop.pipeline_stages, loop.round_trips) == (1, 4.0)
-    tiles = perf_model.serial_tiles(facts, spec)
+    tiles = serial_tiles(facts, spec)
     assert breakdown(read, spec)["loop_round_trip_s"] > 0.9 * tiles * 4 * spec.loop_round_trip_s
 
 
@@ -1248,7 +1248,7 @@ def test_spilled_words_miss_the_l1_once_the_resident_frames_outgrow_it():
             dataclasses.replace(p, spilled_words=4.0 * spilled if p.looped else None)
             for p in facts.phases))
         loop = next(p for p in facts.phases if p.looped)
-        return perf_model.spill_miss_share(loop, facts, at), predict_seconds(facts, at)
+        return caches.spill_miss_share(loop, facts, at), predict_seconds(facts, at)
     frame_words = 224  # 28 KiB on one warp
     assert chunks(4, frame_words, 60)[0] == 0.0
     assert chunks(4, frame_words, 28)[0] == pytest.approx(
@@ -1275,7 +1275,7 @@ def test_spilled_words_miss_the_l1_once_the_resident_frames_outgrow_it():
     facts = LaunchFacts(32, 1, 128, 16 * 4096, 1e5, 1, compiled_spills=4 * frame_words,
                         phases=launch_phases(ROW_SUM, {"XBLOCK": 16, "R0_BLOCK": 128}, 32,
                                              stages=4))
-    assert all(perf_model.spill_miss_share(p, facts, no_l1) == 0.0 for p in facts.phases)
+    assert all(caches.spill_miss_share(p, facts, no_l1) == 0.0 for p in facts.phases)
 
 
 def test_the_spec_holds_spill_misses_as_the_h200_measured_them():
@@ -1327,26 +1327,26 @@ def test_l2_keeps_evict_last_lines_from_one_launch_to_the_next():
     marked = facts(K_TRANSPOSE)
     (tile,) = marked.phases
     assert tile.evict_last_bytes == tile.load_bytes == 32 * 32 * 4  # the bias is broadcast
-    assert perf_model.evict_last_bytes(marked) == 2 * 2 ** 20  # k: 2 MB of the 6.3 MB qkv
-    assert perf_model.kept_share(marked, spec) == 1.0
+    assert caches.evict_last_bytes(marked) == 2 * 2 ** 20  # k: 2 MB of the 6.3 MB qkv
+    assert caches.kept_share(marked, spec) == 1.0
     unmarked = facts(K_TRANSPOSE.replace("xmask, eviction_policy='evict_last')", "xmask)"))
     assert unmarked.phases[0].evict_last_bytes == 0.0
     assert predict_seconds(marked, spec) == pytest.approx(10.0e-6, rel=0.15)
     assert predict_seconds(unmarked, spec) == pytest.approx(15.3e-6, rel=0.15)
-    kept_terms, cold_terms = perf_model.breakdown(marked, spec), perf_model.breakdown(unmarked, spec)
+    kept_terms, cold_terms = core.breakdown(marked, spec), core.breakdown(unmarked, spec)
     assert kept_terms["memory_latency_s"] == 0.0 < cold_terms["memory_latency_s"]
     assert kept_terms["l2_latency_s"] > cold_terms["l2_latency_s"]
-    assert perf_model.dram_bytes(marked, spec) == unmarked.bytes_moved - 2 * 2 ** 20
+    assert caches.dram_bytes(marked, spec) == unmarked.bytes_moved - 2 * 2 ** 20
     # kept in proportion between the two bounds; none past the second, or where the spec
     # knows of no such hold (the GXU's is not known)
     mid = spec.replace(l2_kept_bytes=1 * 2 ** 20, l2_kept_none_bytes=3 * 2 ** 20)
-    assert perf_model.kept_share(marked, mid) == pytest.approx(0.5)
+    assert caches.kept_share(marked, mid) == pytest.approx(0.5)
     assert predict_seconds(marked, spec) < predict_seconds(marked, mid) < \
         predict_seconds(unmarked, mid)
-    assert perf_model.kept_share(marked, spec.replace(l2_kept_bytes=2 ** 20,
+    assert caches.kept_share(marked, spec.replace(l2_kept_bytes=2 ** 20,
                                                       l2_kept_none_bytes=2 ** 21)) == 0.0
-    assert perf_model.kept_share(marked, gxusim.load_spec("gxu")) == 0.0
-    assert perf_model.kept_share(marked, spec.replace(l2_bytes=2 ** 20)) == 0.0  # no room
+    assert caches.kept_share(marked, gxusim.load_spec("gxu")) == 0.0
+    assert caches.kept_share(marked, spec.replace(l2_bytes=2 ** 20)) == 0.0  # no room
     # a later evict_first read of the same buffer (Inductor's last read of a value read
     # twice) lets its lines go: the H200 keeps nothing then
     read_again = K_TRANSPOSE.replace(
@@ -1357,7 +1357,7 @@ def test_l2_keeps_evict_last_lines_from_one_launch_to_the_next():
     released = facts(read_again)
     assert released.phases[0].evict_first_bytes > 0
     assert released.phases[0].evict_last_bytes == 0.0
-    assert perf_model.kept_share(released, spec) == 0.0
+    assert caches.kept_share(released, spec) == 0.0
 
 
 def test_the_spec_holds_what_l2_kept_as_the_h200_measured_it():
@@ -1392,7 +1392,7 @@ def test_a_cubins_readings_are_kept_and_a_spoilt_file_is_read_again(tmp_path, mo
     does not read back is replaced by a fresh reading, never trusted."""
     import triton
     import triton.language as tl
-    from gxusim.machine_code import cuda_tool
+    from gxusim.model.machine_code import cuda_tool
     from gxusim.triton_launch import cross_compiled_resources
     if cuda_tool("cuobjdump") is None or cuda_tool("nvdisasm") is None:
         pytest.skip("no cuobjdump and nvdisasm beside Triton to read a binary")
@@ -1410,9 +1410,9 @@ def test_a_cubins_readings_are_kept_and_a_spoilt_file_is_read_again(tmp_path, mo
     assert fresh is not None and fresh.code is not None
     (stored,) = (tmp_path / "binaries").glob("*.json")
     tools = []
-    monkeypatch.setattr("gxusim.machine_code.resource_usage",
+    monkeypatch.setattr("gxusim.model.machine_code.resource_usage",
                         lambda cubin: tools.append("cuobjdump") or (7, 0, 0))
-    monkeypatch.setattr("gxusim.machine_code.disassemble",
+    monkeypatch.setattr("gxusim.model.machine_code.disassemble",
                         lambda cubin: tools.append("nvdisasm") or None)
     assert compiled(True) == fresh and compiled(False).regs_per_thread == fresh.regs_per_thread
     assert not tools  # read back: no tool ran

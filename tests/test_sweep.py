@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gxusim import sweep
-from gxusim.compiled import MACHINE_CODE_FIELDS
+from gxusim.model.evidence import MACHINE_CODE_FIELDS
 from gxusim.cli import main
 
 

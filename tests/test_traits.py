@@ -203,7 +203,7 @@ def test_a_kernel_compiled_here_for_sm_90_reports_ptxas_registers_and_spills():
     2.11's version keeps libdevice's sine reduction array in an 8-word stack frame at every
     tile: not a spill)."""
     from gxusim.compiler import launcher
-    from gxusim.machine_code import cuda_tool
+    from gxusim.model.machine_code import cuda_tool
     if cuda_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump beside Triton to read a binary's registers")
     torch._dynamo.reset()

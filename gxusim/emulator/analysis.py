@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import launch_facts, perf_model
+from ..model import core, launch_facts
 from ..spec import HardwareSpec
 from . import checks, occupancy
 from . import dtypes as D
@@ -144,4 +144,4 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
         bytes_moved=report.traffic_bytes, blocks_per_sm=report.occupancy.blocks_per_sm,
         phases=phases, footprint_bytes=sum(buffer.tensor.numel() * buffer.tensor.element_size()
                                            for buffer in arguments.buffers.values()))
-    report.predicted_s = perf_model.predict_seconds(report.facts, spec)
+    report.predicted_s = core.predict_seconds(report.facts, spec)

@@ -34,7 +34,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..residency import residency
+from ..model.residency import residency
 from ..spec import HardwareSpec
 from . import dtypes as D
 from .ir import Reduce, Val, walk

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Optional
 
 from ..findings import Finding
-from ..launch_facts import LaunchFacts
+from ..model.launch_facts import LaunchFacts
 from .occupancy import Occupancy
 
 

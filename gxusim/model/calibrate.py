@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequen
 import numpy as np
 import torch
 
-from . import compiled, launch_facts, perf_model
-from .spec import HardwareSpec
+from . import core, evidence, launch_facts, terms
+from ..spec import HardwareSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +108,7 @@ class Sample:
         return {"program": self.program, "kernel": self.kernel, "torch": torch.__version__,
                 "source": self.source, **self.plan,
                 "facts": dataclasses.asdict(self.facts), "measured_s": self.measured_s,
-                "predicted_s": perf_model.predict_seconds(self.facts, spec)}
+                "predicted_s": core.predict_seconds(self.facts, spec)}
 
 
 def _sampled(plans: list, count: int) -> list:
@@ -135,7 +135,7 @@ class Compilable(Protocol):
 def captured_launches(program: Compilable) -> list:
     """Compile a program for gxu on seeded random inputs and run it once: the kernel
     launches it made, each with its kernel and arguments (`launcher.capture`)."""
-    from .compiler import launcher
+    from ..compiler import launcher
     torch.manual_seed(0)
     inputs = [torch.randn(shape, device="gxu", dtype=program.dtype) for shape in program.shapes]
     torch._dynamo.reset()
@@ -146,9 +146,9 @@ def captured_launches(program: Compilable) -> list:
 
 def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
     """Compile one program for gxu, then time each of its kernels under sampled plans."""
-    from .compiler.plan import candidate_plans, plan_launch
-    from .compiler.policies import resolve_policy
-    from .target import active
+    from ..compiler.plan import candidate_plans, plan_launch
+    from ..compiler.policies import resolve_policy
+    from ..target import active
     target, samples = active(), []
     for launch in captured_launches(program):
         kernel, args = launch.kernel, launch.args
@@ -165,7 +165,7 @@ def measure_program(program: Program, spec: HardwareSpec) -> list[Sample]:
             facts = plan.facts(kernel.shape, numels, moved, spec)
             binary = target.compiled_resources(launch, args)
             if binary is not None:
-                facts = compiled.with_binary(facts, spec, binary)
+                facts = evidence.with_binary(facts, spec, binary)
             samples.append(Sample(program.name, kernel.name, {
                 "meta": plan.meta, "num_warps": plan.num_warps, "programs": plan.programs,
                 "num_stages": plan.num_stages, "numels": numels}, facts, seconds,
@@ -190,7 +190,7 @@ def measure(spec: HardwareSpec, programs: Sequence[Program] = PROGRAMS,
     """Samples of every calibration program on the GPU (cuda target): in this process, or
     as `mapper` spreads them (`gxusim.distributed.map_on_ray`: one GPU per program). A
     program that failed there is left out with a warning naming it and its error."""
-    from .target import active
+    from ..target import active
     if not active().can_time:
         raise RuntimeError("gxusim calibrate times kernels on a GPU: it needs the cuda target "
                            f"(the active target is {active().name!r})")
@@ -244,7 +244,7 @@ def _with(spec: HardwareSpec, fields: Sequence[str], logs: np.ndarray) -> Hardwa
 
 def _log_residuals(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
                    log_times: np.ndarray) -> np.ndarray:
-    return np.log([perf_model.predict_seconds(p, spec) for p in profiles]) - log_times
+    return np.log([core.predict_seconds(p, spec) for p in profiles]) - log_times
 
 
 def _nonzero_value(spec: HardwareSpec, field: str) -> float:
@@ -253,7 +253,7 @@ def _nonzero_value(spec: HardwareSpec, field: str) -> float:
     term plausibly has, to probe and to start a fit from."""
     value = getattr(spec, field)
     default = _default_value(spec, field)
-    rate = any(t.field == field and t.rate for t in perf_model.TERMS)
+    rate = any(t.field == field and t.rate for t in terms.TERMS)
     return default if value <= 0 or (rate and value > 1000 * default) else value
 
 
@@ -303,7 +303,7 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
         if groups is not None else np.ones(len(profiles))
     log_times = np.log(np.asarray(measured_s, dtype=float))
     fields = _exercised(spec, profiles, log_times,
-                        [t.field for t in perf_model.TERMS if t.fitted])
+                        [t.field for t in terms.TERMS if t.fitted])
     start = spec.replace(**{f: _nonzero_value(spec, f) for f in fields})
     if fields:
         initial = np.log([getattr(start, f) for f in fields])
@@ -312,7 +312,7 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
         defaults = np.log([_default_value(spec, f) for f in fields])
         # Switched off: a time shrunk a thousandfold, or a rate grown so (from its default:
         # a spec that stored a switched-off rate starts there, and would stay there).
-        rates = np.array([any(t.field == f and t.rate for t in perf_model.TERMS)
+        rates = np.array([any(t.field == f and t.rate for t in terms.TERMS)
                           for f in fields])
         collapsed = np.where(rates, logs > defaults + np.log(1000.0),
                              logs < np.minimum(initial, defaults) - np.log(1000.0))
@@ -324,7 +324,7 @@ def fit(spec: HardwareSpec, profiles: Sequence[launch_facts.LaunchFacts],
                 logs = retry
         spec = _with(start, fields, logs)
         spec = _negligible_to_zero(spec, fields, profiles)
-    errors = np.abs(np.array([perf_model.predict_seconds(p, spec) for p in profiles]) /
+    errors = np.abs(np.array([core.predict_seconds(p, spec) for p in profiles]) /
                     np.exp(log_times) - 1)
     return Fit(spec, float(np.median(errors)), float(errors.max()), tuple(fields))
 
@@ -333,12 +333,12 @@ def _negligible_to_zero(spec: HardwareSpec, fields: Sequence[str],
                         profiles: Sequence[launch_facts.LaunchFacts]) -> HardwareSpec:
     """A fitted time coefficient that moves no prediction by 0.1% is written as 0 (the
     samples say the term is negligible), not as a meaningless 1e-21."""
-    before = np.array([perf_model.predict_seconds(p, spec) for p in profiles])
+    before = np.array([core.predict_seconds(p, spec) for p in profiles])
     for field in fields:
-        if any(t.field == field and t.rate for t in perf_model.TERMS) or field == "loads_in_flight":
+        if any(t.field == field and t.rate for t in terms.TERMS) or field == "loads_in_flight":
             continue
         trial = spec.replace(**{field: 0.0})
-        after = np.array([perf_model.predict_seconds(p, trial) for p in profiles])
+        after = np.array([core.predict_seconds(p, trial) for p in profiles])
         if np.max(np.abs(after / before - 1)) < 1e-3:
             spec = trial
     return spec
@@ -399,7 +399,7 @@ def _levenberg_marquardt(spec: HardwareSpec, fields: Sequence[str], logs: np.nda
 
 def write_spec_toml(spec: HardwareSpec, base: str, path: Path, note: str) -> None:
     """A spec file: `base` plus the model's fitted coefficients."""
-    fields = [term.field for term in perf_model.TERMS]
+    fields = [term.field for term in terms.TERMS]
     lines = [f"# {note}", "[spec]", f'base = "{base}"', f'name = "{spec.name}-calibrated"']
     lines += [f"{field} = {getattr(spec, field):.6g}" for field in fields]
     path.write_text("\n".join(lines) + "\n")

@@ -1,9 +1,9 @@
 """Launch facts: what one launch does, in the terms the performance model reads.
 
 `LaunchFacts` hold a launch's grid, residency and traffic; its `PhaseFacts` say what one
-tile does phase by phase (`gxusim.kernel_work.kernel_phases` read off the kernel's source,
+tile does phase by phase (`gxusim.model.kernel_work.kernel_phases` read off the kernel's source,
 sized at the plan's block sizes by `launch_phases`). The launcher derives them from the plan
-(cuda target, predict-only), the emulator from what it counted; `gxusim.perf_model` turns
+(cuda target, predict-only), the emulator from what it counted; `gxusim.model.core` turns
 them into time. Sweep rows, calibration samples and ceiling results store them as JSON
 (`facts_from_dict` reads them back).
 """
@@ -14,7 +14,7 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .kernel_work import Phase, kernel_phases, static_blocks
-from .spec import HardwareSpec
+from ..spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
 SECTOR_BYTES = 32  # the unit the memory system moves
@@ -52,7 +52,7 @@ class PhaseFacts:
     carried: int = 0  # block values a chunk loop carries across chunks (its accumulators)
     divisions: float = 0.0  # divisions per element on the chain (MUFU reciprocals)
     reduced_rows: int = 1  # rows a block reduction reduces side by side (XBLOCK x YBLOCK)
-    # What a chunk costs in the compiled machine code (`gxusim.machine_code`), where a
+    # What a chunk costs in the compiled machine code (`gxusim.model.machine_code`), where a
     # binary was read: an unpipelined loop's memory waits, or a tile's in a kernel without
     # chunk loops (0: estimated), and the 4-byte words a chunk spills to local memory and
     # reloads (None: from ptxas's spill count).
@@ -109,7 +109,7 @@ class LaunchFacts:
     tile_elements: float  # block elements one tile issues, all of a looped reduction's chunks
     bytes_moved: float  # DRAM traffic (the emulator's 32-byte sectors; else tensor sizes)
     blocks_per_sm: int  # resident programs per SM (occupancy)
-    flops_per_element: float = 0.0  # arithmetic per tile element (gxusim.kernel_work)
+    flops_per_element: float = 0.0  # arithmetic per tile element (gxusim.model.kernel_work)
     transcendentals_per_element: float = 0.0
     scan_chunks: int = 0  # serial scan chunks per tile (0: no scan)
     phases: Sequence = ()  # PhaseFacts of one tile, in program order (a `Phases`)

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
-from . import cache
+from .. import cache
 
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P[T0-9]+\s+)?(\S+)\s*(.*?)\s*;")
 _LABEL = re.compile(r"^(\.L_x_\d+):")

@@ -11,7 +11,7 @@ gives the counts the performance model's arithmetic terms need:
 * `reductions`, `scans`: block-wide reductions and scans (a scan's chunks are serial: each
   chunk waits for the previous chunk's carry).
 
-`kernel_phases` reads the structure the performance model times (`gxusim.perf_model`): the
+`kernel_phases` reads the structure the performance model times (`gxusim.model.core`): the
 tile loop's body split into *phases*, the statements at tile level and the body of each
 `tl.range` loop over reduction chunks (a looped reduction; softmax has three, layernorm
 two). For each phase: its loads and stores (the tile axes their index spans, element size
@@ -29,7 +29,7 @@ import functools
 import re
 import textwrap
 
-from . import python_ast
+from .. import python_ast
 
 # Function names (the last attribute of the call) that count as transcendentals, plain
 # arithmetic, block reductions and scans.

@@ -3,7 +3,7 @@
 The spec's limits (blocks and warps per SM) always; where known, what one program takes of
 the SM's register file and shared memory. The plan knows warps only, the emulator's
 occupancy model estimates registers from the kernel's live values, and the cuda target
-reads them off the compiled binary (`gxusim.compiled.with_binary`). The performance model
+reads them off the compiled binary (`gxusim.model.evidence.with_binary`). The performance model
 takes the result as `LaunchFacts.blocks_per_sm`: it sets how many programs share an SM and
 in how many waves a launch's programs run. The shared memory they take also sets the L1
 the SM keeps beside it (`l1_left`).
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from .spec import HardwareSpec
+from ..spec import HardwareSpec
+from .launch_facts import LaunchFacts
 
 # Triton asks the driver to prefer shared memory for a kernel that takes more than the
 # 48 KiB any kernel may without opting in (its NVIDIA launcher, driver.c): the SM then
@@ -82,3 +83,15 @@ def l1_left(spec: HardwareSpec, blocks_per_sm: int, smem_per_block: float) -> fl
     carveout = spec.smem_per_sm if smem_per_block > PREFER_SHARED_ABOVE else min(
         (c for c in spec.smem_carveouts if c >= needed), default=min(needed, spec.smem_per_sm))
     return spec.l1_bytes - carveout
+
+
+def serial_tiles(facts: LaunchFacts, spec: HardwareSpec) -> int:
+    """Tiles one program runs one after another: its waves of programs times its tiles."""
+    resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
+    return math.ceil(facts.programs / resident) * max(1, facts.tiles_per_program)
+
+
+def programs_per_sm(facts: LaunchFacts, spec: HardwareSpec) -> int:
+    """Programs sharing one SM's bandwidth at a time (1 when the grid leaves SMs idle)."""
+    resident = max(1, min(facts.programs, facts.blocks_per_sm * spec.sm_count))
+    return math.ceil(resident / spec.sm_count)
