@@ -26,8 +26,8 @@ import torch
 from gxusim import python_ast
 from gxusim.model import core, launch_facts, residency
 from gxusim.kernel_args import NUMEL_ARGS
-from gxusim.model.kernel_work import (KernelWork, kernel_phases, kernel_work, load_unit_stride_axes,
-                                static_blocks)
+from gxusim.model.kernel_work import KernelWork, kernel_work
+from gxusim.model.phases import kernel_phases, load_unit_stride_axes, static_blocks
 from gxusim.spec import HardwareSpec
 from gxusim.traits import KernelTraits
 

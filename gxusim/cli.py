@@ -228,6 +228,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     import gxusim
     from gxusim.model import calibrate
+    from gxusim.model.fit import write_spec_toml
     from gxusim.model.terms import TERMS
     from gxusim.report import format_table
     from gxusim.spec import load_spec
@@ -259,8 +260,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"\nfitted on {torch.cuda.get_device_name()}: {fitted}; error median "
           f"{fit.median_error:.1%}, max {fit.max_error:.1%} over {len(rows)} launches")
     if args.out:
-        calibrate.write_spec_toml(fit.spec, args.spec, Path(args.out),
-                                  f"calibrated on {torch.cuda.get_device_name()} by gxusim calibrate")
+        write_spec_toml(fit.spec, args.spec, Path(args.out),
+                        f"calibrated on {torch.cuda.get_device_name()} by gxusim calibrate")
         print(f"spec written to {args.out} (use it with --spec, GXUSIM_SPEC or load_spec)")
     if args.samples:
         Path(args.samples).write_text(json.dumps(rows, indent=1))

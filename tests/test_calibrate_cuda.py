@@ -6,6 +6,7 @@ pytestmark = pytest.mark.cuda
 
 import gxusim  # noqa: E402
 from gxusim.model import calibrate, terms  # noqa: E402
+from gxusim.model.fit import write_spec_toml  # noqa: E402
 
 
 def test_calibration_fits_measured_launches_and_writes_a_loadable_spec(tmp_path):
@@ -18,7 +19,7 @@ def test_calibration_fits_measured_launches_and_writes_a_loadable_spec(tmp_path)
     assert fit.median_error < 0.3, fit
     assert "transcendental_issue_s" in fit.fitted  # exp and sin were measured
     path = tmp_path / "calibrated.toml"
-    calibrate.write_spec_toml(fit.spec, "gxu-on-h200", path, "test")
+    write_spec_toml(fit.spec, "gxu-on-h200", path, "test")
     loaded = gxusim.load_spec(str(path))
     for term in terms.TERMS:
         assert getattr(loaded, term.field) == pytest.approx(getattr(fit.spec, term.field), rel=1e-5)

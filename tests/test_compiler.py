@@ -12,7 +12,8 @@ from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuri
 from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
                                  gather_conversion_bytes, kernel_kind, kernel_shape_from_source,
                                  plan_launch, reduction_question)
-from gxusim.model.kernel_work import kernel_phases, kernel_work, static_blocks
+from gxusim.model.kernel_work import kernel_work
+from gxusim.model.phases import kernel_phases, static_blocks
 from gxusim.model.launch_facts import pipelined
 from triton_kernels.generated import EMBEDDING_SUM, TOKEN_NLL
 from gxusim.compiler.policies import POLICIES, current_heuristics

@@ -12,9 +12,9 @@ import pytest
 
 import gxusim
 from gxusim.model import caches, core, evidence, launch_facts, pipelined, tile
-from gxusim.model.calibrate import fit
-from gxusim.model.kernel_work import (DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT,
-                                kernel_phases)
+from gxusim.model.fit import fit
+from gxusim.model.kernel_work import DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT
+from gxusim.model.phases import kernel_phases
 from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
 from gxusim.model.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
 from gxusim.model.evidence import LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD, spilled_registers

@@ -5,7 +5,7 @@ A GXU kernel is grid-capped: each of its programs loops over tiles, so a launch 
     time = launch_overhead_s + max(serial_tiles * tile_time, bytes_moved / mem_bandwidth)
 
 (`serial_tiles`: waves x tiles_per_program). A tile is timed per SM by walking its phases
-(`kernel_work.kernel_phases`), each a sum of terms where the GPU serialises and a
+(`phases.kernel_phases`), each a sum of terms where the GPU serialises and a
 smooth max (`terms.smooth_max`, the 4-norm) where it overlaps:
 
 * a tile-level phase (a pointwise tile, a persistent reduction's rows): its first round

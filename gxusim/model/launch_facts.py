@@ -1,7 +1,7 @@
 """Launch facts: what one launch does, in the terms the performance model reads.
 
 `LaunchFacts` hold a launch's grid, residency and traffic; its `PhaseFacts` say what one
-tile does phase by phase (`gxusim.model.kernel_work.kernel_phases` read off the kernel's source,
+tile does phase by phase (`gxusim.model.phases.kernel_phases` read off the kernel's source,
 sized at the plan's block sizes by `launch_phases`). The launcher derives them from the plan
 (cuda target, predict-only), the emulator from what it counted; `gxusim.model.core` turns
 them into time. Sweep rows, calibration samples and ceiling results store them as JSON
@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .kernel_work import Phase, kernel_phases, static_blocks
+from .phases import Phase, kernel_phases, static_blocks
 from ..spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)

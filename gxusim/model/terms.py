@@ -22,7 +22,7 @@ class Term:
     field: str
     meaning: str
     rate: bool = False  # the field is a rate (bytes/s), its time goes as 1 / field
-    # False: measured directly (the device copy ceiling), which `calibrate.fit` keeps
+    # False: measured directly (the device copy ceiling), which `fit.fit` keeps
     fitted: bool = True
 
 
