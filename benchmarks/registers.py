@@ -1,7 +1,7 @@
 """Registers a chunk loop needs, and its memory waits: what ptxas made of every plan, on the GPU.
 
 The performance model charges a looped reduction for the registers its carried values spill
-(`evidence.spilled_registers`: LIVE_PER_CARRIED registers per carried value and element of
+(`evidence.spilled_registers`: the spec's live_per_carried registers per carried value and element of
 a thread's chunk share, against the `register_budget`). This compiles every candidate plan
 of a case's kernels (cuda target; compiled, not timed) and reads back what ptxas
 allocated (`n_regs`) and spilled (`n_spills`, 4-byte words), beside the model's estimate of

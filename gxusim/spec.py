@@ -68,6 +68,35 @@ class HardwareSpec:
     reduction_s: float = 6.0e-8  # one block reduction, per (1 + log2 warps)
     row_reduction_s: float = 2.0e-8  # one block reduction: per row a warp reduces
     layout_sync_s: float = 1.0e-7  # one layout conversion's barriers, per tile
+    # Estimates: the counts that stand in for a compiled binary's where none was read (a
+    # TOML file's [estimates] table). Each fitted to ptxas's binaries of the H200's
+    # calibration, ceiling-search and suite plans (Triton 3.6, benchmarks/registers.py).
+    word_issue_steps: float = 8.0  # dependent arithmetic steps of one 4-byte word a thread
+    #   moves (address, mask, memory op): a prior, which flop_issue_s times
+    live_per_carried: float = 2.5  # registers per element of a chunk share a chunk loop's
+    #   carried value takes with its update's temporaries (1,394 Welford loops: 7-8 for 3)
+    round_trips_per_load: float = 0.375  # memory waits per 16-byte load of an unpipelined
+    #   chunk loop, times W/(W+1) for W warps (median of 1,311 loops; 10-90%: 0.14-1.06)
+    # Instructions a warp issues a chunk of a chunk loop: so many a chunk, and so many per
+    # element of its thread's share, per element and dependent step, per element and
+    # expf-equivalent call; per 16-byte load copied asynchronously (a pipelined loop's copy,
+    # wait and read back), per 16-byte store, per run narrower than a vector (relative least
+    # squares over 5,270 plans' chunk loops: estimate / binary median 0.90, 10-90% 0.38-1.29).
+    loop_instructions: float = 2.95
+    loop_element_instructions: float = 1.11
+    loop_step_instructions: float = 0.54
+    loop_expf_instructions: float = 7.6
+    loop_copied_load_instructions: float = 4.3
+    loop_store_instructions: float = 8.3
+    loop_narrow_run_instructions: float = 1.45
+    # Instructions a warp issues a tile of a tile-level phase: so many a tile, and so many
+    # per element of its thread's share, per element and expf-equivalent call, per element
+    # and division on its chain (560 plans' tile bodies, which ncu's executed counts match
+    # within 4%: estimate / binary median 0.97, 10-90% 0.56-1.22).
+    tile_instructions: float = 8.9
+    tile_element_instructions: float = 3.4
+    tile_expf_instructions: float = 3.9
+    tile_division_instructions: float = 12.4
     max_regs_per_thread: int = 255
     # A warp's registers come in units of register_alloc_unit from one of the
     # register_sub_partitions equal parts of the register file (one per warp scheduler).
@@ -132,6 +161,13 @@ _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "spill_miss_all",
                 "spill_bandwidth",
                 "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
+# What stands in for a binary's counts (a TOML file's [estimates] table).
+ESTIMATES = ("word_issue_steps", "live_per_carried", "round_trips_per_load",
+             "loop_instructions", "loop_element_instructions", "loop_step_instructions",
+             "loop_expf_instructions", "loop_copied_load_instructions",
+             "loop_store_instructions", "loop_narrow_run_instructions", "tile_instructions",
+             "tile_element_instructions", "tile_expf_instructions",
+             "tile_division_instructions")
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
@@ -150,7 +186,7 @@ def _check_types(spec: HardwareSpec) -> None:
         _fail(spec, "smem_carveouts", "must be a list of integers (bytes)")
     if not isinstance(spec.gpu_partition, bool):
         _fail(spec, "gpu_partition", "must be true or false")
-    for field in _POSITIVE_FLOATS + _MODEL_TERMS:
+    for field in _POSITIVE_FLOATS + _MODEL_TERMS + ESTIMATES:
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             _fail(spec, field, "must be a number")
@@ -160,7 +196,7 @@ def _check_positive(spec: HardwareSpec) -> None:
     for field in _POSITIVE_INTS + _POSITIVE_FLOATS:
         if getattr(spec, field) <= 0:
             _fail(spec, field, "must be positive")
-    for field in _MODEL_TERMS + _CACHE_BYTES:
+    for field in _MODEL_TERMS + ESTIMATES + _CACHE_BYTES:
         if getattr(spec, field) < 0:
             _fail(spec, field, "must not be negative")
 
@@ -221,7 +257,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError(f"not valid TOML: {e}") from None
     except OSError as e:
         raise SpecError(f"cannot be read: {e.strerror}") from None
-    data = dict(data.get("spec", data))
+    estimates = data.get("estimates", {}) if "spec" in data else {}
+    unknown = sorted(set(estimates) - set(ESTIMATES))
+    if unknown:
+        raise SpecError(f"unknown [estimates] field(s) {unknown}; known: {list(ESTIMATES)}")
+    data = {**data.get("spec", data), **estimates}
     base = data.pop("base", None)
     if base is not None:
         data = {**load_spec(base).as_dict(), **data}

@@ -17,7 +17,7 @@ from gxusim.model.kernel_work import DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEA
 from gxusim.model.phases import kernel_phases
 from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
 from gxusim.model.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
-from gxusim.model.evidence import LIVE_PER_CARRIED, ROUND_TRIPS_PER_LOAD, spilled_registers
+from gxusim.model.evidence import spilled_registers
 from gxusim.model.core import breakdown, predict_seconds
 from gxusim.model.evidence import with_binary, with_machine_code
 from gxusim.model.machine_code import LoopCode, MachineCode
@@ -269,15 +269,15 @@ def test_registers_a_chunk_loop_carries_beyond_the_budget_spill():
         return sum(spilled_registers(p, facts, spec) for p in facts.phases)
     # 32 elements a thread: 3 carried values fit in 255 registers; at 16 warps only 128 ...
     assert spilled(welford(1, 1024, 16)) == 0
-    assert spilled(welford(16, 16384, 4)) == 32 * 3 * LIVE_PER_CARRIED - 128
+    assert spilled(welford(16, 16384, 4)) == 32 * 3 * spec.live_per_carried - 128
     # ... and 64 elements a thread spill on one warp too, costing every chunk
-    assert spilled(welford(1, 2048, 8)) == 64 * 3 * LIVE_PER_CARRIED - 255
+    assert spilled(welford(1, 2048, 8)) == 64 * 3 * spec.live_per_carried - 255
     # a pipelined loop pays them on top of its copies, every chunk
     assert breakdown(welford(1, 2048, 8, stages=3), spec)["spill_s"] == pytest.approx(
-        64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255) * spec.spill_s)
+        64 * 8 * (64 * 3 * spec.live_per_carried - 255) * spec.spill_s)
     # an unpipelined loop's spills add too: per word, and its warp's words through the L1
     spills, none = welford(1, 2048, 8), welford(1, 2048, 8, compiled_spills=0)
-    words = 64 * 8 * (64 * 3 * LIVE_PER_CARRIED - 255)
+    words = 64 * 8 * (64 * 3 * spec.live_per_carried - 255)
     assert predict_seconds(spills, spec) == pytest.approx(
         predict_seconds(none, spec) + words * (spec.spill_s + 32 * 8 / spec.spill_bandwidth))
     # a loop that runs once carries nothing (the compiler folds its first-chunk case)
@@ -301,7 +301,7 @@ def test_the_compilers_spill_count_replaces_the_estimate():
         return sum(spilled_registers(p, facts, spec) for p in facts.phases)
     # ptxas unrolled layernorm's four-chunk loop and spilled nothing where the estimate is
     # 225 registers; what the binary says wins
-    assert spilled(welford(1)) == 64 * 3 * LIVE_PER_CARRIED - 255
+    assert spilled(welford(1)) == 64 * 3 * spec.live_per_carried - 255
     assert spilled(welford(1, compiled_spills=0)) == 0
     assert predict_seconds(welford(1, compiled_spills=0), spec) < \
         predict_seconds(welford(1), spec)
@@ -313,8 +313,29 @@ def test_the_compilers_spill_count_replaces_the_estimate():
                                                                rel=0.03)
 
 
+def test_without_a_binary_the_model_reads_the_specs_estimates():
+    """Where no binary was read, a chunk loop's instructions, waits and spills are the
+    spec's estimates: changing one moves the prediction as it should, and a binary's counts
+    make the estimates irrelevant."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    facts = _facts(spec, ROW_SUM, {"XBLOCK": 8, "R0_BLOCK": 256}, 4, 32, 32768,
+                   4 * 32768 * 4096, chunks=16)
+    (loop,) = [p for p in facts.phases if p.looped]
+    more = spec.replace(loop_instructions=spec.loop_instructions + 10)
+    assert evidence.estimated_instructions(loop, facts, more) == pytest.approx(
+        evidence.estimated_instructions(loop, facts, spec) + 10)
+    waits = spec.replace(round_trips_per_load=2 * spec.round_trips_per_load)
+    assert breakdown(facts, waits)["loop_round_trip_s"] == pytest.approx(  # (the smooth max
+        2 * breakdown(facts, spec)["loop_round_trip_s"], rel=1e-3)  # shares it a little)
+    read = dataclasses.replace(facts, phases=tuple(
+        dataclasses.replace(p, round_trips=3.0, issued=50.0) if p.looped else p
+        for p in facts.phases))
+    assert predict_seconds(read, waits) == predict_seconds(read, spec)
+    assert predict_seconds(read, more) == predict_seconds(read, spec)
+
+
 def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code_where_read():
-    """Without a binary an unpipelined chunk loop waits ROUND_TRIPS_PER_LOAD per load
+    """Without a binary an unpipelined chunk loop waits the spec's round_trips_per_load per load
     instruction of a thread; with one, the waits and spilled words its SASS has per chunk
     (a row sum of 32768 x 4096 at 8 rows of 256 a chunk on 4 warps: unrolled, 16 chunks in
     5 waits; rolled, 2 waits a chunk)."""
@@ -325,7 +346,7 @@ def test_a_chunk_loops_waits_and_spills_come_from_its_machine_code_where_read():
     per_thread = loop.load_accesses / (4 * spec.warp_size)
     estimated = breakdown(facts, spec)["loop_round_trip_s"]
     assert estimated == pytest.approx(
-        128 * 16 * per_thread * 4 / 5 * ROUND_TRIPS_PER_LOAD * spec.loop_round_trip_s, rel=0.3)
+        128 * 16 * per_thread * 4 / 5 * spec.round_trips_per_load * spec.loop_round_trip_s, rel=0.3)
 
     def read(round_trips, spilled_words):
         code = dataclasses.replace(loop, round_trips=round_trips, spilled_words=spilled_words)
@@ -705,7 +726,7 @@ def test_a_pipelined_chunks_arithmetic_overlaps_its_copies():
     sum's (96 a warp a chunk at 16 warps, 64 KB chunks streaming ~100 GB/s per SM on the
     H200) hide behind its copies; a column amax's (369 at 8 warps, its NaN checks, 66-72
     GB/s) outlast them, a warp issuing its own one after another (warp_instruction_s), and
-    then set the time. As many as the binary issues, else LOOP_INSTRUCTIONS' estimate."""
+    then set the time. As many as the binary issues, else the spec's loop_*instructions estimate."""
     spec = gxusim.load_spec("gxu-on-h200")
     facts = _facts(spec, ROW_SUM, {"XBLOCK": 128, "R0_BLOCK": 128}, 8, 32, 32768,
                    1e6, chunks=32)
@@ -877,7 +898,7 @@ def test_a_tiles_loads_wait_as_often_as_its_binary_waits():
 def test_a_tiles_instructions_are_its_binarys_else_estimated_from_its_calls():
     """A tile's instructions, where its binary was read, are the tile loop's (ncu's executed
     counts match them: tanh 16M at 4 elements a thread on 8 warps, 104 a warp a tile in the
-    binary, 108 executed); else TILE_INSTRUCTIONS estimates them from the tile's elements
+    binary, 108 executed); else the spec's tile_*instructions estimate them from the tile's elements
     and math calls. Tanh_gelu's 32768-element tile on 16 warps issues 2,060 a warp (H200,
     Triton 3.6), mul_relu's 458: the SM issues them for every warp."""
     spec = gxusim.load_spec("gxu-on-h200")
@@ -900,7 +921,7 @@ def test_a_tiles_instructions_are_its_binarys_else_estimated_from_its_calls():
 
 
 def test_a_chunk_loops_instructions_are_estimated_from_its_loads_calls_and_runs():
-    """Without a binary, LOOP_INSTRUCTIONS estimates a chunk's instructions: its elements'
+    """Without a binary, the spec's loop_*instructions estimate a chunk's instructions: its elements'
     steps and math calls, and its asynchronous copies where pipelined. The estimate also
     tells apart two passes ptxas compiled alike but for their arithmetic: softmax 2048 x
     32768 in chunks of 8192 on 4 warps (H200, Triton 3.6) kept its sum pass as a loop

@@ -94,6 +94,24 @@ def test_unknown_and_missing_keys_are_named(tmp_path: Path) -> None:
         load_spec(path)
 
 
+def test_an_estimates_table_sets_what_stands_in_for_a_binary(tmp_path: Path) -> None:
+    """The [estimates] table overrides the counts that stand in for a compiled binary; a
+    name it does not know, or a bad value, is refused with the field named."""
+    path = tmp_path / "estimates.toml"
+    path.write_text('[spec]\nbase = "gxu"\n[estimates]\nloop_instructions = 30.0\n'
+                    'round_trips_per_load = 0.5\n')
+    base, changed = load_spec("gxu"), load_spec(path)
+    assert (changed.loop_instructions, changed.round_trips_per_load) == (30.0, 0.5)
+    assert changed.replace(loop_instructions=base.loop_instructions,
+                           round_trips_per_load=base.round_trips_per_load) == base
+    path.write_text('[spec]\nbase = "gxu"\n[estimates]\nloop_instrs = 3.0\n')
+    with pytest.raises(SpecError, match=r"unknown \[estimates\] field\(s\) \['loop_instrs'\]"):
+        load_spec(path)
+    path.write_text('[spec]\nbase = "gxu"\n[estimates]\ntile_instructions = -1.0\n')
+    with pytest.raises(SpecError, match="tile_instructions.*must not be negative"):
+        load_spec(path)
+
+
 def test_bad_toml_and_unknown_names(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text("[spec\nname = \n")

@@ -1,7 +1,7 @@
 """An unpipelined chunk loop's memory time: each chunk's loads waited for in the loop.
 
 A thread waits for its chunk's loads as often as its machine code says (`PhaseFacts.
-round_trips`, from the binary), else ROUND_TRIPS_PER_LOAD a load instruction; rows an
+round_trips`, from the binary), else the spec's `round_trips_per_load` a load instruction; rows an
 earlier loop left in a cache wait for that cache (`cached_rows`). The waits, the first
 round trip and the chunk's bytes through the SM overlap (a smooth max); each contiguous run
 shorter than an L1 line goes through the SM's L1 on its own besides.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ..spec import HardwareSpec
 from .caches import CachedRows
-from .evidence import ROUND_TRIPS_PER_LOAD
 from .launch_facts import LaunchFacts, PhaseFacts
 from .terms import first_round_trip, round_trips, seconds_at, sm_bytes, smooth_max_by_field
 
@@ -37,7 +36,7 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
         uncached = 1 - cached.bytes / phase.load_bytes if phase.load_bytes else 1.0
         # A loop that runs once has no later chunk to overlap its waits with: a gather's
         # table load waits for its index, so at least one wait per level of loads.
-        waits = phase.round_trips or max(queued * per_thread * ROUND_TRIPS_PER_LOAD,
+        waits = phase.round_trips or max(queued * per_thread * spec.round_trips_per_load,
                                          phase.load_depth if steps == 1 else 0)
         loads = {**round_trips("loop_round_trip_s",
                                spec.loop_round_trip_s * steps * waits * uncached, reused,

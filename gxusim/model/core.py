@@ -45,18 +45,13 @@ from .launch_facts import pipelined as is_pipelined
 from .residency import programs_per_sm, serial_tiles
 from .terms import TERMS, seconds_at, smooth_max_by_field
 
-# Issue work of one 4-byte word a thread loads or stores (its address, mask and memory
-# instruction), in dependent arithmetic steps: a prior, as kernel_work's libdevice weights
-# are; flop_issue_s, fitted, times them. The calibration fits best from 8 steps on.
-WORD_STEPS = 8.0
 
-
-def _issue_steps(phase: PhaseFacts) -> float:
-    """Dependent arithmetic steps per element, WORD_STEPS for each 4-byte word it moves
-    (broadcast vectors excluded)."""
+def _issue_steps(phase: PhaseFacts, spec: HardwareSpec) -> float:
+    """Dependent arithmetic steps per element, `word_issue_steps` for each 4-byte word it
+    moves (broadcast vectors excluded)."""
     words = (phase.load_bytes + phase.store_bytes) / (4 * phase.elements) if phase.elements \
         else 0.0
-    return phase.arithmetic_steps + WORD_STEPS * words
+    return phase.arithmetic_steps + spec.word_issue_steps * words
 
 
 def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
@@ -67,7 +62,7 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     `reused`: the launch's share of round trips L2 answers, `reused_share`)."""
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
     steps = phase.iterations
-    issue_steps = _issue_steps(phase)
+    issue_steps = _issue_steps(phase, spec)
     # A thread's chain of dependent steps, or the SM's issue rate over every element of the
     # programs resident on it (binds when several programs share an SM, or many warps
     # leave no latency to hide), whichever is slower. A chunk's elements are independent:

@@ -24,37 +24,6 @@ from .launch_facts import VECTOR_BYTES, LaunchFacts, PhaseFacts, pipelined
 from .machine_code import ChunkLoop, chunk_code
 from .residency import residency
 
-# Registers per element a chunk loop's carried value takes, with its update's temporaries:
-# ptxas's counts (n_regs + n_spills, benchmarks/registers.py) for the Welford loops (three
-# carried values) of 1,394 H200 plans: 7-8 registers per element of a thread's chunk share.
-LIVE_PER_CARRIED = 2.5
-# Memory waits per 16-byte load instruction of an unpipelined chunk loop, where no binary
-# says (predict-only, the emulator), per W/(W+1) (one warp's loads queue behind no other's):
-# the median over 1,311 such loops of ptxas's binaries for the H200 (the calibration's and
-# the ceiling search's plans, benchmarks/registers.py; 10th-90th percentile 0.14-1.06, by
-# how far ptxas unrolled the loop and how many loads its registers kept in flight).
-ROUND_TRIPS_PER_LOAD = 0.375
-# Instructions a warp issues per chunk of a chunk loop where no binary says: so many a
-# chunk, and per element of a thread so many, per dependent arithmetic step and per
-# expf-equivalent call; per 16-byte load a thread copies asynchronously (a pipelined loop's
-# copy, its wait and its read back from shared memory), per 16-byte store, and per run
-# narrower than a vector (a scalar copy each). Fitted (relative least squares) to the chunk
-# loops of 5,270 plans' H200 binaries (calibration, ceiling search and suite; Triton 3.6):
-# estimate over binary, median 0.90, 10th-90th percentile 0.38-1.29 (one rate per element
-# and step: 0.41-1.98). What is left is ptxas's: how far it unrolls a loop.
-LOOP_INSTRUCTIONS = {"chunk": 2.95, "element": 1.11, "step": 0.54, "expf": 7.6,
-                     "copied_load": 4.3, "store": 8.3, "narrow_run": 1.45}
-# Instructions a warp issues a tile of a tile-level phase where no binary says: so many a
-# tile, and per element of a thread so many, and so many per expf-equivalent call and per
-# division on its chain (a call's chain weight and its instruction count go together:
-# tanhf 6.7 expf's, 24 instructions). Fitted (relative least squares) to the tile bodies of
-# 560 plans' H200 binaries (calibration, ceiling search and suite; Triton 3.6), whose
-# counts ncu's executed counts match (16 launches, 1.00-1.04x): estimate over binary,
-# median 0.97, 10th-90th percentile 0.56-1.22 (a per-step rule like the
-# chunk loops' old one: 0.34-2.6; 7x too many for x * y + z, a third of tanh's).
-TILE_INSTRUCTIONS = {"tile": 8.9, "element": 3.4, "expf": 3.9, "division": 12.4}
-
-
 # The phase fields `with_machine_code` sets from a binary (the rest come from the source).
 MACHINE_CODE_FIELDS = ("round_trips", "late_round_trips", "spilled_words", "issued")
 
@@ -133,7 +102,7 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     A chunk loop: the words its machine code moves a chunk (`PhaseFacts.spilled_words`),
     else what ptxas spilled where the kernel was compiled (`compiled_spills`), else an
     estimate: each value the loop carries from chunk to chunk is a register per element of
-    the thread's share of the chunk, LIVE_PER_CARRIED of them with the update's
+    the thread's share of the chunk, spec.live_per_carried of them with the update's
     temporaries, and what exceeds the thread's `register_budget` spills. A loop that runs
     once carries nothing (the compiler folds its first-chunk case).
 
@@ -161,24 +130,27 @@ def spilled_registers(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec)
     if facts.compiled_spills is not None:
         return float(facts.compiled_spills)
     per_thread = phase.elements / (facts.num_warps * spec.warp_size)
-    return max(0.0, per_thread * phase.carried * LIVE_PER_CARRIED - register_budget(facts, spec))
+    return max(0.0, per_thread * phase.carried * spec.live_per_carried -
+               register_budget(facts, spec))
 
 
 def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec) -> float:
-    """Instructions a warp issues per iteration of a phase where no binary says: a chunk
-    loop's by LOOP_INSTRUCTIONS, a tile's by TILE_INSTRUCTIONS."""
+    """Instructions a warp issues per iteration of a phase where no binary says, by the
+    spec's estimates: a chunk loop's (`loop_*instructions`), a tile's
+    (`tile_*instructions`)."""
     threads = facts.num_warps * spec.warp_size
     per_thread = phase.elements / threads
     if phase.looped:
-        count = LOOP_INSTRUCTIONS
         copied = (phase.load_accesses or phase.load_bytes / 4) \
             if pipelined(phase.pipeline_stages, phase.iterations) else 0.0
-        return count["chunk"] + per_thread * (
-            count["element"] + count["step"] * phase.arithmetic_steps +
-            count["expf"] * phase.transcendental_steps) + (
-            count["copied_load"] * copied + count["store"] * phase.store_bytes / VECTOR_BYTES +
-            count["narrow_run"] * phase.narrow_runs) / threads
-    count = TILE_INSTRUCTIONS
-    return count["tile"] + per_thread * (count["element"] + count["expf"] *
-                                         phase.transcendental_steps +
-                                         count["division"] * phase.divisions)
+        return spec.loop_instructions + per_thread * (
+            spec.loop_element_instructions +
+            spec.loop_step_instructions * phase.arithmetic_steps +
+            spec.loop_expf_instructions * phase.transcendental_steps) + (
+            spec.loop_copied_load_instructions * copied +
+            spec.loop_store_instructions * phase.store_bytes / VECTOR_BYTES +
+            spec.loop_narrow_run_instructions * phase.narrow_runs) / threads
+    return spec.tile_instructions + per_thread * (
+        spec.tile_element_instructions +
+        spec.tile_expf_instructions * phase.transcendental_steps +
+        spec.tile_division_instructions * phase.divisions)

@@ -33,7 +33,7 @@ TERMS: tuple[Term, ...] = (
          "max_regs_per_thread registers (fewer in proportion to a smaller register budget)"),
     Term("sm_bandwidth", "bytes per second through one SM", rate=True),
     Term("loop_round_trip_s", "an unpipelined chunk loop: one memory wait of a thread (the "
-         "binary's, else ROUND_TRIPS_PER_LOAD per load instruction: a 16-byte "
+         "binary's, else round_trips_per_load per load instruction: a 16-byte "
          "vector where its contiguous run allows)"),
     Term("pipeline_latency_s", "a pipelined chunk loop's round trip (shared by the chunks "
          "in flight)"),
@@ -42,12 +42,12 @@ TERMS: tuple[Term, ...] = (
     Term("l2_hit_share", "a round trip whose line another tile left in L2, as a share of "
          "a DRAM one (`reused_share` of the launch's round trips)"),
     Term("flop_issue_s", "per element per thread: one dependent arithmetic step (a word "
-         "moved: WORD_STEPS)"),
+         "moved: word_issue_steps)"),
     Term("transcendental_issue_s", "per element per thread: one expf-equivalent call"),
     Term("warp_instruction_s", "a chunk loop: per instruction of one warp, issued one after "
          "another (what the warp's own dependences leave unhidden)"),
     Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
-         "instructions: its binary's, else LOOP_INSTRUCTIONS' estimate)"),
+         "instructions: its binary's, else the loop_*instructions estimate)"),
     Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
          "SM's issue rate"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
