@@ -42,10 +42,11 @@ gxu/seed ratios within 15% and in the right direction). `--json` keeps the table
 `--corpus ROWS.json ...` judges the model on measured corpus rows instead: ten timed configs
 of each kernel (`--configs`), with the facts predict-only gives them today (the plan's, read
 against the binary compiled here for the spec; `--no-binary`: the plan's alone), the fit and
-test parts side by side, and each kernel's gxu/seed ratio predicted against measured.
+test parts side by side, and each kernel's gxu/seed ratio predicted against measured;
+`--terms` adds what each term earns: its share of the time and the error without it.
 
     python benchmarks/validate_model.py --corpus benchmarks/results/corpus_fit_h100.json \
-        benchmarks/results/corpus_test_h200.json [--kernels] [--configs N] [--no-binary]
+        benchmarks/results/corpus_test_h200.json [--kernels] [--configs N] [--no-binary] [--terms]
 """
 from __future__ import annotations
 
@@ -454,6 +455,36 @@ def corpus_report(samples: list[dict], spec: gxusim.HardwareSpec, kernels: bool)
     return summaries
 
 
+def term_table(samples: list[dict], spec: gxusim.HardwareSpec) -> str:
+    """Per model term, fit and test part side by side: its share of the predicted time
+    (mean over the timed configs) and the median |predicted/measured - 1| with the term
+    switched off (a time of 0, a rate without limit) against all terms on: what the term
+    earns on kernels it was not fitted to."""
+    chosen = {part: [(launch_facts.facts_from_dict(s["facts"]), s["measured_s"])
+                     for s in samples if s["part"] == part and s["policy"] == "candidate"]
+              for part in ("fit", "test")}
+    chosen = {part: rows for part, rows in chosen.items() if rows}
+
+    def median_error(rows: list, judged: gxusim.HardwareSpec) -> float:
+        return float(np.median([abs(core.predict_seconds(f, judged) / t - 1) for f, t in rows]))
+
+    def share(rows: list, field: str) -> float:
+        return float(np.mean([(lambda b: b[field] / sum(b.values()))(core.breakdown(f, spec))
+                              for f, _ in rows]))
+    base = {part: median_error(rows, spec) for part, rows in chosen.items()}
+    lines = []
+    for term in terms.TERMS:
+        off = spec.replace(**{term.field: 1e30 if term.field == "mem_bandwidth" else 0.0})
+        cells = [term.field, "fitted" if term.fitted else "measured"]
+        cells += [f"{share(rows, term.field):.1%}" for rows in chosen.values()]
+        cells += [f"{median_error(rows, off):.1%} ({median_error(rows, off) - base[part]:+.1%})"
+                  for part, rows in chosen.items()]
+        lines.append(tuple(cells))
+    header = ("term", "how set", *(f"share of time, {p}" for p in chosen),
+              *(f"median error without it, {p} (all on: {base[p]:.1%})" for p in chosen))
+    return format_table(header, lines)
+
+
 TARGETS = {"median_error": 0.10, "worst_error": 0.40, "spearman_min": 0.9, "ratio_error": 0.15}
 
 
@@ -500,6 +531,8 @@ def main() -> int:
     parser.add_argument("--configs", type=int, default=10, metavar="N",
                         help="--corpus: N candidates a kernel, spread over its measured order "
                              "(0: all)")
+    parser.add_argument("--terms", action="store_true",
+                        help="--corpus: each term's share of the time and the error without it")
     parser.add_argument("--no-binary", action="store_true",
                         help="--corpus: the plans' facts alone, not read against the binary "
                              "compiled here for the spec")
@@ -507,8 +540,10 @@ def main() -> int:
     spec = gxusim.load_spec(args.spec)
     gxusim.use_spec(spec)
     if args.corpus:
-        summaries = corpus_report(corpus_samples(args.corpus, spec, args.configs,
-                                                 not args.no_binary), spec, args.kernels)
+        samples = corpus_samples(args.corpus, spec, args.configs, not args.no_binary)
+        summaries = corpus_report(samples, spec, args.kernels)
+        if args.terms:
+            print("\n" + term_table(samples, spec))
         if args.json:
             args.json.write_text(json.dumps(summaries, indent=1))
         return 0
