@@ -1439,3 +1439,17 @@ def test_a_cubins_readings_are_kept_and_a_spoilt_file_is_read_again(tmp_path, mo
     assert not tools  # read back: no tool ran
     stored.write_text('{"usage": "spoilt"')
     assert compiled(False).regs_per_thread == 7 and tools == ["cuobjdump"]  # read again
+
+
+def test_the_reference_documents_every_term_and_estimate():
+    """docs/performance-model.md's table has a row for every term of the model, and names
+    every estimate a spec file may set: a term added without its reference fails here."""
+    from pathlib import Path
+    from gxusim.model.terms import TERMS
+    from gxusim.spec import ESTIMATES
+    text = (Path(__file__).resolve().parents[1] / "docs" / "performance-model.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines()
+            if line.startswith("| `")}
+    assert {term.field for term in TERMS} <= rows
+    assert all(name in text or f"{name.split('_')[0]}_*instructions" in text
+               for name in ESTIMATES)
