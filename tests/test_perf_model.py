@@ -1101,7 +1101,7 @@ def test_fit_brings_back_a_rate_a_stored_spec_switched_off():
     start = gxusim.load_spec("gxu-on-h200")
     truth = start.replace(sm_bandwidth=1.5e11)
     launches = [f for f in _varied_launches(truth)
-                if not any(p.scans or p.transposed for p in f.phases)]
+                if not any(p.scans or p.transposed for p in f.phases)][::3]
     result = fit(start.replace(sm_bandwidth=5e23), launches,
                  [predict_seconds(p, truth) for p in launches])
     assert "sm_bandwidth" in result.fitted
@@ -1202,7 +1202,8 @@ def test_fit_weighs_each_group_alike_however_many_samples_it_has():
         facts = launches * (fast_copies + 1)
         times = fast * fast_copies + slow
         groups = ["fast"] * len(fast) * fast_copies + ["slow"] * len(slow)
-        spec = fit(start, facts, times, groups=groups if grouped else None).spec
+        # (no spec fits both: the descent's first 25 steps show where it is pulled)
+        spec = fit(start, facts, times, groups=groups if grouped else None, iterations=25).spec
         return float(np.median([math.log(predict_seconds(f, spec) / t) / math.log(1.5)
                                 for f, t in zip(launches, fast)]))
     # four copies of the fast measurements: grouped, each group still weighs half ...
