@@ -11,8 +11,8 @@ fraction of the L1 to several times it, on 1, 2 and 4 warps.
 The kernels are layernorms with weight and bias of shapes the held-out set does not have
 (8192 x 2048 and 2048 x 8192, fp32): 32 programs, 64 elements a thread, chunks of 128 or
 2048, 1-4 pipeline stages. Each row keeps the plan's facts with its binary's
-(`compiled.with_binary`), so a changed model can be checked against the times without a
-GPU: `--rows` reads a stored run instead of measuring. The spec's spill_miss_s,
+(`gxusim.model.evidence.with_binary`), so a changed model can be checked against the
+times without a GPU: `--rows` reads a stored run instead of measuring. The spec's spill_miss_s,
 spill_miss_from and spill_miss_all are the triple (on a grid) that minimises the model's
 squared log error over what the L1 changes: each run's time over its plan's at the largest
 L1 (`caches.spill_miss_share`).
