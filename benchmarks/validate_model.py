@@ -467,18 +467,16 @@ def term_table(samples: list[dict], spec: gxusim.HardwareSpec) -> str:
 
     def median_error(rows: list, judged: gxusim.HardwareSpec) -> float:
         return float(np.median([abs(core.predict_seconds(f, judged) / t - 1) for f, t in rows]))
-
-    def share(rows: list, field: str) -> float:
-        return float(np.mean([(lambda b: b[field] / sum(b.values()))(core.breakdown(f, spec))
-                              for f, _ in rows]))
+    breakdowns = {part: [core.breakdown(f, spec) for f, _ in rows] for part, rows in chosen.items()}
     base = {part: median_error(rows, spec) for part, rows in chosen.items()}
     lines = []
     for term in terms.TERMS:
         off = spec.replace(**{term.field: 1e30 if term.field == "mem_bandwidth" else 0.0})
+        without = {part: median_error(rows, off) for part, rows in chosen.items()}
         cells = [term.field, "fitted" if term.fitted else "measured"]
-        cells += [f"{share(rows, term.field):.1%}" for rows in chosen.values()]
-        cells += [f"{median_error(rows, off):.1%} ({median_error(rows, off) - base[part]:+.1%})"
-                  for part, rows in chosen.items()]
+        cells += [f"{np.mean([b[term.field] / sum(b.values()) for b in breakdowns[part]]):.1%}"
+                  for part in chosen]
+        cells += [f"{without[part]:.1%} ({without[part] - base[part]:+.1%})" for part in chosen]
         lines.append(tuple(cells))
     header = ("term", "how set", *(f"share of time, {p}" for p in chosen),
               *(f"median error without it, {p} (all on: {base[p]:.1%})" for p in chosen))
