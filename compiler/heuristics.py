@@ -462,7 +462,7 @@ class GXUHeuristics(Heuristics):
         2 programs per SM, 128 KB: 16 KB chunks; the H200 capped at 32 programs: 64 KB)."""
         spec = self._spec()
         sharing = max(1, min(spec.max_blocks_per_sm, cdiv(spec.max_grid, spec.sm_count)))
-        fitting = spec.smem_per_sm // sharing // (self.CHUNK_STAGES - 1)
+        fitting = spec.program_smem // sharing // (self.CHUNK_STAGES - 1)
         chunk = min(self.STREAM_CHUNK_BYTES, 1 << max(0, fitting.bit_length() - 1))
         return max(self.MIN_CHUNK, chunk // dtype.itemsize)
 

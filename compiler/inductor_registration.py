@@ -60,7 +60,7 @@ def device_properties(device: object = None) -> types.SimpleNamespace:
         name=spec.name, type=DEVICE, multi_processor_count=min(spec.sm_count, spec.max_grid),
         max_threads_per_multi_processor=spec.max_warps_per_sm * spec.warp_size,
         regs_per_multiprocessor=spec.regs_per_sm, max_threads_per_block=spec.max_threads_per_block,
-        warp_size=spec.warp_size, shared_memory_per_block=spec.smem_per_sm,
+        warp_size=spec.warp_size, shared_memory_per_block=spec.program_smem,
         total_memory=target.active().total_memory(), major=major, minor=minor)
 
 

@@ -225,7 +225,17 @@ class GXUKernel:
                            sized_key(self.shape.source, numels, dtype, spec),
                            self.shape.argument_bytes(args),
                            lambda constexprs, warps, stages:
-                               self.spilled_words(constexprs, warps, stages, spec))
+                               self.spilled_words(constexprs, warps, stages, spec),
+                           lambda constexprs, warps, stages:
+                               self.shared_bytes(constexprs, warps, stages, spec))
+
+    def shared_bytes(self, constexprs: dict[str, int], num_warps: int,
+                     num_stages: Optional[int], spec: HardwareSpec) -> Optional[int]:
+        """Bytes of shared memory a program takes when the kernel is called with these
+        constexprs and launch options, in the binary Triton makes for the spec's
+        `ptxas_capability` (compiled here, on any machine); None where it cannot compile."""
+        binary = self._binary(constexprs, num_warps, num_stages, spec)
+        return None if binary is None else binary.smem_per_block
 
     def spilled_words(self, constexprs: dict[str, int], num_warps: int,
                       num_stages: Optional[int], spec: HardwareSpec) -> Optional[int]:

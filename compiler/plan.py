@@ -22,6 +22,7 @@ import textwrap
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from triton.runtime.errors import OutOfResources
 
 from gxusim import python_ast
 from gxusim.model import core, launch_facts, residency
@@ -269,9 +270,10 @@ def _reduction_scratch(meta: dict[str, int], num_warps: int) -> int:
 def deepest_fitting_stages(chunk_bytes: int, meta: dict[str, int], num_warps: int,
                            spec: HardwareSpec) -> int:
     """The most pipelining stages whose buffered chunks (num_stages - 1 of `chunk_bytes`)
-    fit in spec.smem_per_sm beside the block reduction's cross-warp scratch."""
+    fit in the shared memory a program may take (`HardwareSpec.program_smem`) beside the
+    block reduction's cross-warp scratch."""
     scratch = _reduction_scratch(meta, num_warps)
-    return 1 + max(0, spec.smem_per_sm - scratch) // chunk_bytes if chunk_bytes else 1 << 30
+    return 1 + max(0, spec.program_smem - scratch) // chunk_bytes if chunk_bytes else 1 << 30
 
 
 # Bytes of an index as Inductor's indirect indexing computes it (int64, whatever was loaded).
@@ -294,11 +296,12 @@ def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
 
 def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: int,
                          spec: HardwareSpec) -> int:
-    """Bytes by which these blocks, unpipelined, overflow spec.smem_per_sm: a gather's
+    """Bytes by which these blocks, unpipelined, overflow a program's shared memory
+    (`HardwareSpec.program_smem`): a gather's
     index block converted through shared memory (`gather_conversion_bytes`)
     beside the reduction scratch; 0 when they fit."""
     needed = gather_conversion_bytes(shape.source, meta) if shape.gathers else 0
-    return max(0, needed + _reduction_scratch(meta, num_warps) - spec.smem_per_sm) \
+    return max(0, needed + _reduction_scratch(meta, num_warps) - spec.program_smem) \
         if needed else 0
 
 
@@ -311,7 +314,7 @@ def resolve_num_stages(policy: Heuristics, method: str, value: object, fitting: 
                           f"expected a positive int (1: no pipelining)")
     if value > fitting:
         return fitting, (f"{policy.name} chose {value}, lowered to {fitting}: {value - 1} "
-                         f"chunks ahead exceed smem_per_sm={spec.smem_per_sm} of spec "
+                         f"chunks ahead exceed {spec.program_smem} B of shared memory of spec "
                          f"{spec.name}")
     return value, f"{policy.name}.{method}"
 
@@ -478,7 +481,7 @@ def answers_plan(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
     if overflow:
         raise PolicyError(f"policy {policy.name!r}: blocks {meta} on {num_warps} warps, "
                           f"unpipelined, need {overflow} B more shared memory than "
-                          f"smem_per_sm={spec.smem_per_sm} of spec {spec.name} to convert "
+                          f"the {spec.program_smem} B a program has on spec {spec.name} to convert "
                           f"{shape.name}'s gathered indices; choose smaller blocks, or "
                           f"num_stages > 1 on more than one chunk a tile (Triton does not "
                           f"pipeline a loop of one)")
@@ -577,11 +580,48 @@ class PlanTimer:
     compile_ahead: Callable[[Sequence[LaunchPlan]], None] = lambda plans: None
 
     def __call__(self, plan: LaunchPlan) -> float:
-        return self.time(plan)
+        """Seconds; infinite for a plan whose binary the GPU cannot load (more shared memory
+        than it has: the estimate `deepest_fitting_stages` sizes depths by may fall short of
+        what Triton adds), so that a search passes over it."""
+        try:
+            return self.time(plan)
+        except OutOfResources:
+            return math.inf
 
 
 # (the constexprs a kernel is called with, num_warps, num_stages) -> words a thread spills
 SpilledWords = Callable[[dict[str, int], int, Optional[int]], Optional[int]]
+# ... -> bytes of shared memory a program of its binary takes
+SharedBytes = Callable[[dict[str, int], int, Optional[int]], Optional[int]]
+
+
+def within_shared_memory(shape: KernelShape, plan: LaunchPlan, spec: HardwareSpec,
+                         shared_bytes: Optional[SharedBytes]) -> LaunchPlan:
+    """`plan`, its chunk loop's pipelining lowered until its binary fits the shared memory a
+    program may take. Depths are sized by the chunks buffered ahead (`deepest_fitting_stages`);
+    beside them Triton may convert a value's layout through shared memory, up to one chunk
+    more (a Welford chunk, an operand broadcast to the tile), which only the binary shows: where
+    one more chunk would not fit, the binary compiled for the spec (`shared_bytes`) decides."""
+    stages = plan.num_stages or 1
+    if shared_bytes is None or stages == 1 or not shape.pipelined:
+        return plan
+    chunk = chunk_load_bytes(shape, plan.meta)
+    if stages * chunk + _reduction_scratch(plan.meta, plan.num_warps) <= spec.program_smem:
+        return plan
+    lowered, needed = stages, None
+    while lowered > 1:
+        taken = shared_bytes(dataclasses.replace(plan, num_stages=lowered).kernel_meta(shape),
+                             plan.num_warps, lowered)
+        if taken is None or taken <= spec.program_smem:
+            break
+        needed = needed or taken
+        lowered -= 1
+    if lowered == stages:
+        return plan
+    rule = (f"{plan.rules.get('num_stages', 'chosen')}: {stages} stages, lowered to {lowered}: "
+            f"the binary takes {needed} B of shared memory, over the {spec.program_smem} B a "
+            f"program has on spec {spec.name}")
+    return dataclasses.replace(plan, num_stages=lowered, rules={**plan.rules, "num_stages": rule})
 
 
 def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
@@ -596,12 +636,16 @@ def ranked_plans(shape: KernelShape, numels: dict[str, int], spec: HardwareSpec,
 def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
                 policy: Heuristics, spec: HardwareSpec, time_plan: Optional[PlanTimer] = None,
                 key: str = "", bytes_moved: float = 0.0,
-                spills: Optional[SpilledWords] = None) -> LaunchPlan:
+                spills: Optional[SpilledWords] = None,
+                shared_bytes: Optional[SharedBytes] = None) -> LaunchPlan:
     """The launch plan for one kernel call: found by the policy's `search` (if it measures:
     it gets the legal plans ranked by the performance model, fastest predicted first, and
-    its own answers' plan), else from its answers; within the spec either way."""
+    its own answers' plan), else from its answers; within the spec either way, its
+    pipelining within the shared memory its binary takes (`within_shared_memory`)."""
     def answers() -> LaunchPlan:
-        return rule_plan(shape, numels, dtype, policy, spec, bytes_moved, spills)
+        return within_shared_memory(
+            shape, rule_plan(shape, numels, dtype, policy, spec, bytes_moved, spills), spec,
+            shared_bytes)
     found = policy.search(lambda: ranked_plans(shape, numels, spec, bytes_moved), time_plan, key,
                           answers)
     if found is None:
@@ -610,7 +654,7 @@ def plan_launch(shape: KernelShape, numels: dict[str, int], dtype: torch.dtype,
             found.num_warps > spec.max_num_warps:
         raise PolicyError(f"policy {policy.name!r}: search returned {found!r}, which is not a "
                           f"LaunchPlan within spec {spec.name!r}")
-    return found
+    return within_shared_memory(shape, found, spec, shared_bytes)
 
 
 def sized_key(kernel_source: str, numels: dict[str, int], dtype: torch.dtype,

@@ -251,7 +251,7 @@ def get_device_properties(device: Device = None) -> DeviceProperties:
     return DeviceProperties(
         spec, spec.name, major, minor, target.active().total_memory(), spec.sm_count,
         spec.max_warps_per_sm * spec.warp_size, spec.max_threads_per_block, spec.regs_per_sm,
-        spec.warp_size, spec.smem_per_sm, spec.smem_per_sm, spec.l2_bytes)
+        spec.warp_size, spec.program_smem, spec.smem_per_sm, spec.l2_bytes)
 
 
 def get_device_name(device: Device = None) -> str:

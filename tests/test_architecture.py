@@ -92,6 +92,25 @@ def test_a_policy_that_measures_gets_a_timer_or_says_what_it_needs():
         plan_launch(shape, {"xnumel": 12345}, torch.float32, autotune, spec, None, key="untimed")
 
 
+def test_a_search_passes_over_configs_the_gpu_cannot_load(tmp_path, monkeypatch):
+    """A config whose binary takes more shared memory than the GPU has raises
+    OutOfResources when it is loaded: the search times it as never finishing and keeps the
+    fastest config that runs, instead of failing the compile."""
+    from triton.runtime.errors import OutOfResources
+    monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
+    shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+    spec, numels = gxusim.load_spec("gxu"), {"xnumel": 1 << 20}
+    widest = max(p.meta["XBLOCK"] for p in candidate_plans(shape, numels, spec))
+
+    def time_plan(plan):
+        if plan.meta["XBLOCK"] == widest:  # the fastest, by fiat, but it cannot be loaded
+            raise OutOfResources(300000, 232448, "shared memory")
+        return 1.0 / (plan.meta["XBLOCK"] * plan.num_warps)
+    plan = plan_launch(shape, numels, torch.float32, resolve_policy("autotune"), spec,
+                       PlanTimer(time_plan), key="unloadable", bytes_moved=8 << 20)
+    assert plan.meta["XBLOCK"] == widest // 2
+
+
 def test_autotune_cache_is_used_and_a_corrupted_file_is_timed_again(tmp_path, monkeypatch):
     monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
     shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})

@@ -1,4 +1,5 @@
 """GXU code generation on the CPU: policies, the spec clamp, launch checks, generated kernels."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
 from gxusim.model.kernel_work import kernel_work
 from gxusim.model.phases import kernel_phases, static_blocks
 from gxusim.model.launch_facts import pipelined
-from triton_kernels.generated import EMBEDDING_SUM, TOKEN_NLL
+from triton_kernels.generated import CHANNEL_SUM, EMBEDDING_SUM, TOKEN_NLL
 from gxusim.compiler.policies import POLICIES, current_heuristics
 from gxusim.findings import check_launch
 
@@ -252,7 +253,47 @@ def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
     finally:
         gxusim.use_heuristics("gxu")
     assert launch.meta["NUM_STAGES"] == 2  # one 128 KB chunk ahead fits in 228 KiB, two do not
-    assert "lowered to 2" in launch.rules["num_stages"] and "smem_per_sm" in launch.rules["num_stages"]
+    assert "lowered to 2" in launch.rules["num_stages"]
+    assert "232448 B of shared memory" in launch.rules["num_stages"]
+
+
+def test_a_value_loaded_under_the_chunk_mask_is_buffered_as_a_whole_chunk():
+    """A pipelined stage copies each load of the chunk loop at the shape of the value it
+    gives: a per-channel mean loaded through `tl.broadcast_to` under the chunk's mask is a
+    whole chunk, a per-channel scale under the rows' mask alone a vector. Counted as a
+    vector, the mean let 4 stages of 128 x 128 through, which asked an H100 for more shared
+    memory than it has."""
+    from gxusim.compiler.plan import deepest_fitting_stages
+    from gxusim.model.launch_facts import chunk_load_bytes
+    spec = gxusim.load_spec("gxu-on-h200")
+    for rows, chunk in ((128, 64), (128, 128)):
+        blocks = {"XBLOCK": rows, "R0_BLOCK": chunk}
+        whole, vector = rows * chunk * 4, rows * 4
+        assert chunk_load_bytes(CHANNEL_SUM, blocks) == 2 * whole + vector
+    stages = deepest_fitting_stages(chunk_load_bytes(CHANNEL_SUM, blocks), blocks, 8, spec)
+    assert stages == 2 and (stages - 1) * (2 * whole + vector) <= spec.program_smem
+
+
+def test_pipelining_is_lowered_where_the_binary_takes_more_shared_memory_than_a_program_has():
+    """Beside the chunks it buffers, Triton may convert a value's layout through shared
+    memory (some versions do for a Welford chunk): where one chunk more would not fit, the
+    plan asks the binary compiled for the spec, and lowers the depth until it fits."""
+    from gxusim.compiler.plan import LaunchPlan, kernel_shape_from_source, within_shared_memory
+    shape = kernel_shape_from_source(CHANNEL_SUM, "triton_red_fused_native_batch_norm_backward_0")
+    spec = gxusim.load_spec("gxu-on-h200")
+    asked = []
+
+    def binary(constexprs, num_warps, num_stages):  # a binary that takes a chunk more
+        asked.append(num_stages)
+        return num_stages * 2 * 64 * 128 * 4
+    deep = LaunchPlan({"XBLOCK": 64, "R0_BLOCK": 128}, 8, 32, 65, {"num_stages": "asked"}, 4)
+    lowered = within_shared_memory(shape, deep, spec, binary)
+    assert lowered.num_stages == 3 and asked == [4, 3]
+    assert "the binary takes 262144 B" in lowered.rules["num_stages"]
+    assert within_shared_memory(shape, deep, spec, lambda *a: None) == deep  # no binary here
+    asked.clear()
+    shallow = dataclasses.replace(deep, meta={"XBLOCK": 16, "R0_BLOCK": 128})
+    assert within_shared_memory(shape, shallow, spec, binary) == shallow and not asked
 
 
 def test_chunk_loops_are_generated_pipelined_by_a_kernel_parameter():
@@ -442,13 +483,13 @@ def test_unpipelined_gathers_whose_indices_overflow_shared_memory_are_not_planne
     assert one_chunk and {p.num_stages for p in one_chunk} == {1}  # one depth: all compile alike
     for plan in unpipelined:
         needed = gather_conversion_bytes(EMBEDDING_SUM, plan.meta)
-        assert needed + plan.meta["XBLOCK"] * plan.num_warps * 4 <= spec.smem_per_sm, plan
+        assert needed + plan.meta["XBLOCK"] * plan.num_warps * 4 <= spec.program_smem, plan
     assert {"XBLOCK": 64, "R0_BLOCK": 256} in [p.meta for p in unpipelined]  # 128 KB: fits
     assert {"XBLOCK": 128, "R0_BLOCK": 128} in [p.meta for p in plans if p.num_stages == 2]
     for stages in (1, 4):
         wide = _WideGathers()
         wide.num_stages = stages
-        with pytest.raises(PolicyError, match=r"wide_gathers.*smem_per_sm=233472.*num_stages"):
+        with pytest.raises(PolicyError, match=r"wide_gathers.*232448 B a program has.*num_stages"):
             plan_launch(shape, EMBEDDING_NUMELS, torch.float32, wide, spec)
 
 

@@ -156,11 +156,13 @@ def pipelined(stages: int, chunks: int) -> bool:
 
 def chunk_load_bytes(source: str, blocks: Mapping[str, int],
                      pointer_bytes: Mapping[str, int] | None = None) -> int:
-    """Bytes one chunk of the kernel's largest chunk loop loads, broadcast vectors included:
-    what each stage of a pipelined chunk loop buffers in shared memory (0 without a chunk
-    loop). The plan sizes pipelining depths by it, the emulator's occupancy counts it."""
+    """Bytes one chunk of the kernel's largest chunk loop loads, each load at the shape of
+    the value it gives (`Access.value_axes`: a broadcast vector loaded under the chunk's mask
+    is a whole chunk): what each stage of a pipelined chunk loop buffers in shared memory
+    (0 without a chunk loop). The plan sizes pipelining depths by it, the emulator's
+    occupancy counts it."""
     phases, size = sized_phases(source, blocks, pointer_bytes)
-    return max((sum(math.prod(size[axis] for axis in access.axes) * access.element_bytes
+    return max((sum(math.prod(size[axis] for axis in access.value_axes) * access.element_bytes
                     for access in phase.accesses if not access.store)
                 for phase in phases if phase.looped), default=0)
 

@@ -56,6 +56,10 @@ class Access:
     # its lines go first), "evict_last" (a value read again, or read uncoalesced: its lines
     # outlast normal traffic), "" (none)
     eviction: str = ""
+    # axes of the value it moves: its index's, and those its mask or a `tl.broadcast_to`
+    # in its address widen it to (a per-row value loaded under the chunk's mask is a whole
+    # chunk, as a pipelined loop buffers it)
+    value_axes: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +155,13 @@ class _PhaseReader:
         eviction = next((keyword.value.value for keyword in call.keywords
                          if keyword.arg == "eviction_policy" and
                          isinstance(keyword.value, ast.Constant)), "")
+        mask = call.args[2 if store else 1] if len(call.args) > (2 if store else 1) else next(
+            (keyword.value for keyword in call.keywords if keyword.arg == "mask"), None)
+        widened = {_BLOCK_AXES[n] for n in _names(address) if n in _BLOCK_AXES}
+        value_axes = axes | widened | (self.index_axes(mask)[0] if mask is not None else set())
         return Access(pointers[0] if pointers else "", axes, broadcast, size, store, depth,
                       self.unit_axes(address), self.address_repeats(address, axes),
-                      "" if store else eviction)
+                      "" if store else eviction, frozenset(value_axes))
 
     def address_repeats(self, address: ast.AST, axes: frozenset) -> tuple:
         """(axis, n) for each axis the address follows only through `axis // n` names."""

@@ -88,3 +88,41 @@ TOKEN_NLL = textwrap.dedent("""
             tmp4 = tl.sum(_tmp4, 1)[:, None]
             tl.store(out_ptr0 + (x0), tmp4, xmask)
 """)
+
+# A batch-norm backward's column sum as Inductor writes it for a split reduction (320
+# channels x 13 splits of 121 positions): the per-channel mean is loaded inside the chunk
+# loop through `tl.broadcast_to` under the chunk's mask, so its value (and a pipelined
+# stage's copy of it) is a whole chunk, not a vector of XBLOCK; the per-channel scale is a
+# vector loaded under the rows' mask alone.
+CHANNEL_SUM = textwrap.dedent("""
+    @triton_heuristics.reduction(triton_meta={'signature': {'in_ptr0': '*fp32', 'in_ptr1': '*fp32', 'in_ptr2': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'r0_numel': 'i32', 'XBLOCK': 'constexpr', 'R0_BLOCK': 'constexpr'}})
+    @triton.jit
+    def triton_red_fused_native_batch_norm_backward_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr, NUM_STAGES : tl.constexpr):
+        xnumel = 4160
+        r0_numel = 121
+        for xtile in range(tl.program_id(0), tl.cdiv(xnumel, XBLOCK), tl.num_programs(0)):
+            xoffset = xtile * XBLOCK
+            xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+            xmask = xindex < xnumel
+            r0_base = tl.arange(0, R0_BLOCK)[None, :]
+            x1 = xindex // 320
+            x0 = (xindex % 320)
+            _tmp8 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+            x3 = xindex
+            for r0_offset in tl.range(0, r0_numel, R0_BLOCK, num_stages=NUM_STAGES):
+                r0_index = r0_offset + r0_base
+                r0_mask = r0_index < r0_numel
+                r0_2 = r0_index
+                tmp0 = (r0_2 + 121*x1).to(tl.int32)
+                tmp1 = tmp0 < 1568
+                tmp2 = tl.load(in_ptr0 + (x0 + 320*(((r0_2 + 121*x1) % 1568))), r0_mask & tmp1 & xmask, eviction_policy='evict_first', other=0.0)
+                tmp3 = tl.load(in_ptr1 + (tl.broadcast_to(x0, [XBLOCK, R0_BLOCK])), r0_mask & tmp1 & xmask, eviction_policy='evict_last', other=0.0)
+                tmp4 = tl.load(in_ptr2 + (x0), xmask, eviction_policy='evict_last')
+                tmp5 = (tmp2 - tmp3) * tmp4
+                tmp6 = tl.where(tmp1, tmp5, 0.0)
+                tmp7 = tl.broadcast_to(tmp6, [XBLOCK, R0_BLOCK])
+                tmp9 = _tmp8 + tmp7
+                _tmp8 = tl.where(r0_mask & xmask, tmp9, _tmp8)
+            tmp8 = tl.sum(_tmp8, 1)[:, None]
+            tl.store(out_ptr0 + (x3), tmp8, xmask)
+""")
