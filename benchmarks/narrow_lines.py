@@ -34,7 +34,6 @@ from gxusim import target as targets
 from gxusim.model.calibrate import Program, captured_launches
 from gxusim.compiler.plan import candidate_plans
 from gxusim.report import format_table
-from gxusim.model.residency import DRIVER_SMEM_PER_BLOCK
 from l1_carveout import PERCENT_FOR_CARVEOUT, compiled_plan, set_carveout
 
 PROGRAMS = 32
@@ -72,7 +71,7 @@ def measure(spec: gxusim.HardwareSpec) -> list[dict]:
         runs = ROWS * numels["xnumel"] / PROGRAMS  # one program's elements: a run each
         for plan in filter(probed, candidate_plans(kernel.shape, numels, spec)):
             target_launch, binary, found, facts = compiled_plan(kernel, args, plan, spec)
-            ring = caches.ring_bytes(facts) + DRIVER_SMEM_PER_BLOCK
+            ring = caches.ring_bytes(facts) + spec.smem_reserved_per_block
             for carveout, percent in PERCENT_FOR_CARVEOUT.items():
                 if carveout < ring:
                     continue

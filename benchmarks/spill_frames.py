@@ -33,7 +33,6 @@ import gxusim
 from gxusim.model import evidence, launch_facts
 from gxusim import target as targets
 from gxusim.report import format_table
-from gxusim.model.residency import DRIVER_SMEM_PER_BLOCK
 from l1_carveout import PERCENT_FOR_CARVEOUT, PlanChoice, layernorm_plans, set_carveout
 from narrow_lines import model_seconds
 
@@ -51,7 +50,7 @@ def spilled_words(facts: launch_facts.LaunchFacts, spec: gxusim.HardwareSpec) ->
 def measure(spec: gxusim.HardwareSpec) -> list[dict]:
     rows = []
     for shape, plan, args, target_launch, binary, found, facts in layernorm_plans(spec, PROBED):
-        ring = found.smem_per_block + DRIVER_SMEM_PER_BLOCK
+        ring = found.smem_per_block + spec.smem_reserved_per_block
         for carveout, percent in PERCENT_FOR_CARVEOUT.items():
             if carveout < ring:
                 continue

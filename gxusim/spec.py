@@ -114,9 +114,9 @@ class HardwareSpec:
     # (`caches.l1_cache_bytes`).
     l1_bytes: int = 0
     smem_carveouts: tuple[int, ...] = ()
-    # Shared memory one program may take, bytes (0: all of smem_per_sm): what a kernel's
-    # pipelining buffers, reduction scratch and layout conversions must fit in.
-    smem_per_block: int = 0
+    # Shared memory the driver keeps of the SM's for each resident block, bytes: a program
+    # may take smem_per_sm less this (`program_smem`), and each resident one costs it more.
+    smem_reserved_per_block: int = 0
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
     # context of sm_count SMs) instead of the whole GPU.
     gpu_partition: bool = False
@@ -135,8 +135,9 @@ class HardwareSpec:
 
     @property
     def program_smem(self) -> int:
-        """Bytes of shared memory one program may take: `smem_per_block`, within the SM's."""
-        return min(self.smem_per_block or self.smem_per_sm, self.smem_per_sm)
+        """Bytes of shared memory one program may take: what the driver leaves of the SM's
+        (H200: 227 KiB of 228)."""
+        return self.smem_per_sm - self.smem_reserved_per_block
 
     def __post_init__(self) -> None:
         if isinstance(self.smem_carveouts, list):  # as a TOML file gives it
@@ -185,7 +186,7 @@ def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
 def _check_types(spec: HardwareSpec) -> None:
     if not isinstance(spec.name, str) or not spec.name:
         raise SpecError(f"spec name = {spec.name!r} is invalid: must be a non-empty string")
-    for field in _POSITIVE_INTS + _CACHE_BYTES + ("smem_per_block",):
+    for field in _POSITIVE_INTS + _CACHE_BYTES + ("smem_reserved_per_block",):
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
@@ -233,9 +234,9 @@ def _check_consistency(spec: HardwareSpec) -> None:
     if spec.l1_bytes and spec.l1_bytes < spec.smem_per_sm:
         _fail(spec, "l1_bytes", f"the L1 and shared-memory array must hold smem_per_sm = "
               f"{spec.smem_per_sm} bytes of shared memory")
-    if spec.smem_per_block < 0:
-        _fail(spec, "smem_per_block", "must not be negative (0: a program may take all of "
-              "smem_per_sm)")
+    if not 0 <= spec.smem_reserved_per_block < spec.smem_per_sm:
+        _fail(spec, "smem_reserved_per_block", f"must be within 0..smem_per_sm = "
+              f"{spec.smem_per_sm} (exclusive): a program must have some shared memory")
     carveouts = spec.smem_carveouts
     if list(carveouts) != sorted(set(carveouts)) or any(
             not 0 <= c <= spec.smem_per_sm for c in carveouts):

@@ -19,8 +19,6 @@ from .launch_facts import LaunchFacts
 # 48 KiB any kernel may without opting in (its NVIDIA launcher, driver.c): the SM then
 # keeps the least L1 it can, whatever the kernel's occupancy.
 PREFER_SHARED_ABOVE = 48 * 1024
-# Shared memory the driver reserves for each resident block (ncu on the H200: 1 KiB).
-DRIVER_SMEM_PER_BLOCK = 1024
 
 
 def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
@@ -35,7 +33,7 @@ def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
         limits.append(("registers", register_warps(spec, regs_per_thread) // max(1, num_warps)))
     if smem_per_block:
         limits.append(("shared_memory",
-                       spec.smem_per_sm // (smem_per_block + DRIVER_SMEM_PER_BLOCK)))
+                       spec.smem_per_sm // (smem_per_block + spec.smem_reserved_per_block)))
     limiter, blocks = min(limits, key=lambda limit: limit[1])
     return blocks, limiter
 
@@ -78,7 +76,7 @@ def l1_left(spec: HardwareSpec, blocks_per_sm: int, smem_per_block: float) -> fl
     16 KiB rings (9 blocks by its registers), 164 KiB, 1.9 ms; with 24 KiB, 228 KiB, 6.2 ms."""
     if not spec.l1_bytes:
         return math.inf
-    needed = max(1, blocks_per_sm) * (smem_per_block + DRIVER_SMEM_PER_BLOCK) \
+    needed = max(1, blocks_per_sm) * (smem_per_block + spec.smem_reserved_per_block) \
         if smem_per_block else 0.0
     carveout = spec.smem_per_sm if smem_per_block > PREFER_SHARED_ABOVE else min(
         (c for c in spec.smem_carveouts if c >= needed), default=min(needed, spec.smem_per_sm))
