@@ -7,8 +7,9 @@ ranked by the performance model, fastest predicted first, the plan gxu's rules g
 `PlanTimer` that times a plan and compiles a batch of plans at once, which the active target
 provides (only targets that can time kernels do: `cuda`). `local_search` climbs from the
 rules' plan and from each of the model's first few: it times the neighbours of where it
-stands (one block, the warps or the pipelining depth one or two doublings away, or two
-blocks traded against each other) and moves to the fastest while that is faster; each
+stands (one block or the warps one or two doublings away, a block and the warps doubled or
+halved together, two blocks traded against each other, or any other pipelining depth) and
+moves to the fastest while that is faster; each
 config is timed once, and each round's configs are compiled together before it. The
 fastest plan is stored in the "autotune" cache (`gxusim.cache`), one JSON file per kernel
 source, sizes, dtype and spec; a corrupted file is ignored and rewritten.
@@ -22,7 +23,7 @@ from typing import Callable, Hashable, Optional, Sequence, TypeVar
 from gxusim import cache
 
 from .heuristics import GXUHeuristics
-from .plan import LaunchPlan, PlanTimer
+from .plan import NUM_STAGES, LaunchPlan, PlanTimer
 
 Config = TypeVar("Config")
 
@@ -42,9 +43,13 @@ def _neighbours(key: Hashable) -> list[Hashable]:
         out += [config_key({**meta, name: int(meta[name] * f)}, warps, stages) for f in _FACTORS]
         out += [config_key({**meta, name: meta[name] * 2, other: meta[other] // 2}, warps, stages)
                 for other in meta if other != name]
+        # the tile resized with its warps, each thread keeping its elements: a step the
+        # two single moves only make where each of them alone is faster
+        out += [config_key({**meta, name: int(meta[name] * f)}, int(warps * f), stages)
+                for f in (2, 1 / 2)]
     out += [config_key(meta, int(warps * f), stages) for f in _FACTORS]
-    if stages is not None:
-        out += [config_key(meta, warps, stages + step) for step in (-1, 1)]
+    if stages is not None:  # every depth: pipelined or not is no doubling away from another
+        out += [config_key(meta, warps, depth) for depth in NUM_STAGES if depth != stages]
     return out
 
 

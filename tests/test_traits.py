@@ -254,6 +254,32 @@ def test_autotune_climbs_from_the_rules_plan_and_the_models_picks_to_the_best():
     assert min(s for s, _ in alone) == 1.5  # the trap, without the rules' start
 
 
+def test_autotune_reaches_any_pipelining_depth_and_a_tile_resized_with_its_warps():
+    """Pipelined or not is no doubling away: on a chunk loop slow at 2 and 3 stages and
+    fastest at 4, a climb from 1 stage reaches 4. And where halving the tile alone and
+    halving the warps alone are each slower, halving both (each thread keeping its
+    elements) is a step the climb takes."""
+    from gxusim.compiler.autotune import config_key
+
+    def key(config):
+        return config_key(config[0], config[1], config[2])
+    space = [({"XBLOCK": x, "R0_BLOCK": 64}, w, s) for x in (16, 32, 64, 128)
+             for w in (4, 8, 16) for s in (1, 2, 3, 4)]
+    depth = {1: 2.0, 2: 3.0, 3: 2.5, 4: 1.0}
+
+    def pipelined(config):
+        return depth[config[2]] + (0 if (config[0]["XBLOCK"], config[1]) == (64, 8) else 1)
+    timed = local_search(space, ({"XBLOCK": 64, "R0_BLOCK": 64}, 8, 1), pipelined, key, first=0)
+    assert min(timed, key=lambda item: item[0]) == (1.0, ({"XBLOCK": 64, "R0_BLOCK": 64}, 8, 4))
+
+    def resized(config):  # fastest at 32 rows on 4 warps; 64 on 8 is a local best alone
+        blocks, warps = config[0]["XBLOCK"], config[1]
+        return {(32, 4): 1.0, (64, 8): 1.5}.get((blocks, warps), 3.0) + (config[2] - 1)
+    start = ({"XBLOCK": 64, "R0_BLOCK": 64}, 8, 1)
+    timed = local_search(space, start, resized, key, first=0)
+    assert min(s for s, _ in timed) == 1.0
+
+
 def test_max_autotune_takes_autotune_only_where_the_target_can_time():
     gxu = GXUHeuristics()
     can_time = gxusim.target.active().can_time
