@@ -81,7 +81,7 @@ PROGRAMS: tuple[Program, ...] = (
 # be regenerated and refitted offline (benchmarks/validate_model.py): an earlier set's, and a
 # gather from a 1 MB table (each line asked for about 60 times, from L2) whose plans took
 # 0.9-20x the model's time, the more so the wider their blocks of table columns
-# (benchmarks/results/calibration_gather_h200.json; docs/gpu-measurements.md, session 19).
+# (benchmarks/results/calibration_gather_h200.json).
 OTHER_PROGRAMS: tuple[Program, ...] = (
     Program("exp_sin 64M", _exp_sin, ((1 << 26,),)),
     Program("gather 128x2048 of 4096x64", _gather_sum, ((128, 2048), (4096, 64))),
