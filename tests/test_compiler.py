@@ -10,9 +10,9 @@ import torch
 
 import gxusim
 from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
-from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans,
-                                 gather_conversion_bytes, kernel_kind, kernel_shape_from_source,
-                                 plan_launch, reduction_question)
+from gxusim.compiler.plan import (KernelShape, PolicyError, candidate_plans, kernel_kind,
+                                 kernel_shape_from_source, plan_launch, reduction_question)
+from gxusim.compiler.shared_memory import gather_conversion_bytes
 from gxusim.model.kernel_work import kernel_work
 from gxusim.model.phases import kernel_phases, static_blocks
 from gxusim.model.launch_facts import pipelined
@@ -240,7 +240,7 @@ def test_a_few_long_rows_a_program_are_reduced_side_by_side(spec):
 
 
 def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
-    from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
+    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 
     class Greedy(SeedHeuristics):
         name = "greedy"
@@ -263,7 +263,7 @@ def test_a_value_loaded_under_the_chunk_mask_is_buffered_as_a_whole_chunk():
     whole chunk, a per-channel scale under the rows' mask alone a vector. Counted as a
     vector, the mean let 4 stages of 128 x 128 through, which asked an H100 for more shared
     memory than it has."""
-    from gxusim.compiler.plan import deepest_fitting_stages
+    from gxusim.compiler.shared_memory import deepest_fitting_stages
     from gxusim.model.launch_facts import chunk_load_bytes
     spec = gxusim.load_spec("gxu-on-h200")
     for rows, chunk in ((128, 64), (128, 128)):
@@ -278,7 +278,8 @@ def test_pipelining_is_lowered_where_the_binary_takes_more_shared_memory_than_a_
     """Beside the chunks it buffers, Triton may convert a value's layout through shared
     memory (some versions do for a Welford chunk): where one chunk more would not fit, the
     plan asks the binary compiled for the spec, and lowers the depth until it fits."""
-    from gxusim.compiler.plan import LaunchPlan, kernel_shape_from_source, within_shared_memory
+    from gxusim.compiler.plan import LaunchPlan, kernel_shape_from_source
+    from gxusim.compiler.shared_memory import within_shared_memory
     shape = kernel_shape_from_source(CHANNEL_SUM, "triton_red_fused_native_batch_norm_backward_0")
     spec = gxusim.load_spec("gxu-on-h200")
     asked = []
@@ -358,7 +359,7 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     resident program, not two); a loop of one chunk, which Triton does not pipeline,
     buffers none."""
     from gxusim.compiler import launcher
-    from gxusim.compiler.heuristics import GXUHeuristics, ReductionConfig, SeedHeuristics
+    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
 
     class Deep(SeedHeuristics):
         name = "deep"
