@@ -14,7 +14,7 @@ from .spec import HardwareSpec
 
 KINDS = (
     "grid_cap", "warp_cap", "out_of_bounds", "uncovered", "write_conflict",
-    "read_write_race", "load_imbalance", "unsupported",
+    "read_write_race", "load_imbalance", "unsupported", "shared_memory",
 )
 
 

@@ -401,6 +401,43 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     assert unbuffered.blocks_per_sm == 2
 
 
+def test_the_emulator_reports_a_program_that_takes_more_shared_memory_than_the_spec_gives():
+    """A sum pipelined 4 deep in 64 KB chunks buffers 192 KB, over the 127 KiB a GXU
+    program may take: the GPU would refuse to load it (Triton's OutOfResources), and the
+    emulator, which would run it, reports it as an error naming both sizes; 2 deep fits."""
+    from gxusim.compiler import launcher
+    from gxusim.compiler.heuristics import ReductionConfig, SeedHeuristics
+    from gxusim.emulator import EmulationError
+
+    class Chunked(SeedHeuristics):
+        name = "chunked"
+
+        def select_one_pass_reduction(self, xnumel, rnumel, dtype):
+            return ReductionConfig(16, 1024, 4, num_stages=2)  # 64 KB chunks
+    gxusim.use_heuristics(Chunked())
+    try:
+        torch._dynamo.reset()
+        with launcher.capture() as captured:
+            torch.compile(lambda t: t.sum(1))(torch.randn(256, 4096).to("gxu"))
+    finally:
+        gxusim.use_heuristics("gxu")
+    launch, = captured
+    args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
+    meta = launch.plan.kernel_meta(launch.kernel.shape)
+    assert meta["NUM_STAGES"] == 2
+
+    def emulate(stages):
+        return gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
+                              num_warps=launch.plan.num_warps, spec="gxu",
+                              **{**meta, "NUM_STAGES": stages})
+    assert not [f for f in emulate(2).findings if f.kind == "shared_memory"]
+    with pytest.raises(EmulationError) as raised:
+        emulate(4)
+    finding, = [f for f in raised.value.report.findings if f.kind == "shared_memory"]
+    assert finding.severity == "error"
+    assert "196864 B" in finding.message and "130048 B" in finding.message
+
+
 def test_pipelining_rewrite_leaves_loopless_kernels_alone_and_refuses_an_unknown_signature():
     from gxusim.compiler.inductor_codegen import pipelined_chunk_loops
     pointwise = "\ndef k(in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    pass\n"

@@ -8,6 +8,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..findings import Finding
 from ..model import core, launch_facts
 from ..spec import HardwareSpec
 from . import checks, occupancy
@@ -137,6 +138,12 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
     phases = tile_phases(compiled, arguments)
     smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(compiled, arguments)
     report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs, smem, block)
+    if smem > spec.program_smem:  # the GPU would refuse to load it (Triton: OutOfResources)
+        report.findings.append(Finding(
+            "shared_memory", "error",
+            f"a program takes {smem} B of shared memory (its chunks buffered ahead and block "
+            f"reductions' scratch); spec {spec.name!r} gives a program {spec.program_smem} B: "
+            f"lower num_stages or the blocks", kernel=report.kernel))
     report.facts = launch_facts.LaunchFacts(
         programs=programs, num_warps=num_warps,
         tiles_per_program=max(report.tiles_per_program, default=1),
