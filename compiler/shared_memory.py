@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional, Protocol, TypeVar
 
 from gxusim.model import launch_facts
 from gxusim.spec import HardwareSpec
 
-if TYPE_CHECKING:
-    from .plan import KernelShape, LaunchPlan
+
+class KernelShape(Protocol):
+    """What these sizes read of a kernel (`plan.KernelShape`, which imports this module)."""
+    @property
+    def source(self) -> str: ...
+    @property
+    def gathers(self) -> bool: ...
+    @property
+    def pipelined(self) -> bool: ...
+
+
+LaunchPlan = TypeVar("LaunchPlan")  # a `plan.LaunchPlan`
 
 # (the constexprs a kernel is called with, num_warps, num_stages) -> bytes of shared memory
 # a program of its binary takes
@@ -52,7 +62,7 @@ def gather_conversion_bytes(source: str, blocks: dict[str, int]) -> int:
                 for phase in phases if phase.gathers_across), default=0)
 
 
-def unpipelined_overflow(shape: "KernelShape", meta: dict[str, int], num_warps: int,
+def unpipelined_overflow(shape: KernelShape, meta: dict[str, int], num_warps: int,
                          spec: HardwareSpec) -> int:
     """Bytes by which these blocks, unpipelined, overflow a program's shared memory
     (`HardwareSpec.program_smem`): a gather's
@@ -63,8 +73,8 @@ def unpipelined_overflow(shape: "KernelShape", meta: dict[str, int], num_warps: 
         if needed else 0
 
 
-def within_shared_memory(shape: "KernelShape", plan: "LaunchPlan", spec: HardwareSpec,
-                         shared_bytes: Optional[SharedBytes]) -> "LaunchPlan":
+def within_shared_memory(shape: KernelShape, plan: LaunchPlan, spec: HardwareSpec,
+                         shared_bytes: Optional[SharedBytes]) -> LaunchPlan:
     """`plan`, its chunk loop's pipelining lowered until its binary fits the shared memory a
     program may take. Depths are sized by the chunks buffered ahead (`deepest_fitting_stages`);
     beside them Triton may convert a value's layout through shared memory, up to one chunk
