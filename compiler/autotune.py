@@ -10,7 +10,10 @@ rules' plan and from each of the model's first few: it times the neighbours of w
 stands (one block or the warps one or two doublings away, a block and the warps doubled or
 halved together, two blocks traded against each other, or any other pipelining depth) and
 moves to the fastest while that is faster; each
-config is timed once, and each round's configs are compiled together before it. The
+config is timed once, and each round's configs are compiled together before it. Where
+every config the climbs timed failed to load (a GPU with less shared memory than the
+model's first picks need), the model's order is walked to the first that loads; where
+none does, the search says so and caches nothing. The
 fastest plan is stored in the "autotune" cache (`gxusim.cache`), one JSON file per kernel
 source, sizes, dtype and spec; a corrupted file is ignored and rewritten.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from typing import Callable, Hashable, Optional, Sequence, TypeVar
 
 from gxusim import cache
@@ -99,6 +103,21 @@ def local_search(ranked: Sequence[Config], start: Optional[Config],
     return list(timed.values())
 
 
+def first_that_runs(ranked: Sequence[LaunchPlan], time: Callable[[LaunchPlan], float],
+                    skip: set[Hashable]) -> tuple[float, Optional[LaunchPlan], int]:
+    """(seconds, config, configs timed) of the first of `ranked` not in `skip` whose time is
+    finite (a config that cannot be loaded times as infinite); (inf, None, n) if none."""
+    tried = 0
+    for config in ranked:
+        if plan_key(config) in skip:
+            continue
+        tried += 1
+        seconds = time(config)
+        if math.isfinite(seconds):
+            return seconds, config, tried
+    return math.inf, None, tried
+
+
 def plan_key(plan: LaunchPlan) -> Hashable:
     return config_key(plan.meta, plan.num_warps, plan.num_stages)
 
@@ -127,6 +146,15 @@ class AutotuneHeuristics(GXUHeuristics):
         timed = local_search(ranked, start() if start else None, time_plan, plan_key,
                              self.MODEL_FIRST, time_plan.compile_ahead)
         seconds, best = min(timed, key=lambda item: item[0])
+        if not math.isfinite(seconds):  # every config climbed through failed to load
+            climbed = {plan_key(plan) for _, plan in timed}
+            seconds, best, tried = first_that_runs(ranked, time_plan, climbed)
+            if best is None:
+                raise RuntimeError(
+                    f"gxusim autotune: none of the {len(ranked)} legal configs of {key} can be "
+                    f"loaded on this GPU ({len(timed) + tried} tried: each needs more "
+                    "resources, such as shared memory, than it has)")
+            timed += [(seconds, best)]
         cache.write_json(path, {"key": key, "plan": best.as_dict(), "seconds": seconds,
                                 "timed": len(timed)})
         return dataclasses.replace(best, rules={

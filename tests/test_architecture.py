@@ -111,6 +111,34 @@ def test_a_search_passes_over_configs_the_gpu_cannot_load(tmp_path, monkeypatch)
     assert plan.meta["XBLOCK"] == widest // 2
 
 
+def test_a_search_whose_climbs_cannot_load_walks_on_and_caches_no_failure(tmp_path,
+                                                                        monkeypatch):
+    """Where every config the climbs reach fails to load (all but the narrowest tiles need
+    more shared memory than the GPU has), the search walks the model's order to one that
+    loads; where none loads, it says so in one line and writes nothing to its cache."""
+    from triton.runtime.errors import OutOfResources
+    monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
+    shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
+    spec, numels = gxusim.load_spec("gxu"), {"xnumel": 1 << 20}
+    narrowest = min(p.meta["XBLOCK"] for p in candidate_plans(shape, numels, spec))
+
+    def only_narrowest(plan):
+        if plan.meta["XBLOCK"] != narrowest:
+            raise OutOfResources(300000, 232448, "shared memory")
+        return 1.0 / plan.num_warps
+    plan = plan_launch(shape, numels, torch.float32, resolve_policy("autotune"), spec,
+                       PlanTimer(only_narrowest), key="narrow only", bytes_moved=8 << 20)
+    assert plan.meta["XBLOCK"] == narrowest
+
+    def never(plan):
+        raise OutOfResources(300000, 232448, "shared memory")
+    with pytest.raises(RuntimeError, match="none of the .* legal configs of unloadable"):
+        plan_launch(shape, numels, torch.float32, resolve_policy("autotune"), spec,
+                    PlanTimer(never), key="unloadable", bytes_moved=8 << 20)
+    cached = [json.loads(f.read_text()) for f in (tmp_path / "autotune").glob("*.json")]
+    assert [entry["key"] for entry in cached] == ["narrow only"]
+
+
 def test_autotune_cache_is_used_and_a_corrupted_file_is_timed_again(tmp_path, monkeypatch):
     monkeypatch.setenv("GXUSIM_CACHE_DIR", str(tmp_path))
     shape = KernelShape("k", ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), {})
