@@ -97,6 +97,9 @@ class HardwareSpec:
     tile_element_instructions: float = 3.4
     tile_expf_instructions: float = 3.9
     tile_division_instructions: float = 12.4
+    # How bounds that overlap combine into a time: the p of their p-norm (1: they add; the
+    # larger, the more the slowest alone decides). The model's one combining rule.
+    overlap_norm: float = 4.0
     max_regs_per_thread: int = 255
     # A warp's registers come in units of register_alloc_unit from one of the
     # register_sub_partitions equal parts of the register file (one per warp scheduler).
@@ -117,6 +120,10 @@ class HardwareSpec:
     # Shared memory the driver keeps of the SM's for each resident block, bytes: a program
     # may take smem_per_sm less this (`program_smem`), and each resident one costs it more.
     smem_reserved_per_block: int = 0
+    # Shared memory any kernel may take without opting in, bytes (CUDA: 48 KiB); for one
+    # that takes more, Triton's launcher asks the driver to prefer shared memory, and the
+    # SM keeps the least L1 it can (`residency.l1_left`).
+    smem_opt_in_bytes: int = 48 * 1024
     # cuda target: run kernels on a GPU partition shaped like this spec (a CUDA green
     # context of sm_count SMs) instead of the whole GPU.
     gpu_partition: bool = False
@@ -186,7 +193,8 @@ def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
 def _check_types(spec: HardwareSpec) -> None:
     if not isinstance(spec.name, str) or not spec.name:
         raise SpecError(f"spec name = {spec.name!r} is invalid: must be a non-empty string")
-    for field in _POSITIVE_INTS + _CACHE_BYTES + ("smem_reserved_per_block",):
+    for field in _POSITIVE_INTS + _CACHE_BYTES + ("smem_reserved_per_block",
+                                                  "smem_opt_in_bytes"):
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool):
             _fail(spec, field, "must be an integer")
@@ -195,7 +203,7 @@ def _check_types(spec: HardwareSpec) -> None:
         _fail(spec, "smem_carveouts", "must be a list of integers (bytes)")
     if not isinstance(spec.gpu_partition, bool):
         _fail(spec, "gpu_partition", "must be true or false")
-    for field in _POSITIVE_FLOATS + _MODEL_TERMS + ESTIMATES:
+    for field in _POSITIVE_FLOATS + _MODEL_TERMS + ESTIMATES + ("overlap_norm",):
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             _fail(spec, field, "must be a number")
@@ -237,6 +245,10 @@ def _check_consistency(spec: HardwareSpec) -> None:
     if not 0 <= spec.smem_reserved_per_block < spec.smem_per_sm:
         _fail(spec, "smem_reserved_per_block", f"must be within 0..smem_per_sm = "
               f"{spec.smem_per_sm} (exclusive): a program must have some shared memory")
+    if spec.smem_opt_in_bytes < 0:
+        _fail(spec, "smem_opt_in_bytes", "must not be negative")
+    if spec.overlap_norm < 1:
+        _fail(spec, "overlap_norm", "must be at least 1 (1: overlapping bounds add)")
     carveouts = spec.smem_carveouts
     if list(carveouts) != sorted(set(carveouts)) or any(
             not 0 <= c <= spec.smem_per_sm for c in carveouts):

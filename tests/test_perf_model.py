@@ -1454,3 +1454,31 @@ def test_the_reference_documents_every_term_and_estimate():
     assert {term.field for term in TERMS} <= rows
     assert all(name in text or f"{name.split('_')[0]}_*instructions" in text
                for name in ESTIMATES)
+
+
+def test_overlapping_bounds_combine_by_the_specs_norm_and_the_breakdown_keeps_the_sum():
+    """`overlap_norm` is the one rule for bounds that overlap: at 1 they add, and the larger
+    it is the nearer the slower bound alone; each field keeps its share of the total."""
+    from gxusim.model.terms import smooth_max_by_field
+    spec = gxusim.load_spec("gxu-on-h200")
+    bounds = ({"memory_latency_s": 3.0}, {"sm_flop_s": 1.0, "flop_issue_s": 1.0})
+    totals = {}
+    for norm in (1.0, 4.0, 64.0):
+        shares = smooth_max_by_field(spec.replace(overlap_norm=norm), *bounds)
+        totals[norm] = sum(shares.values())
+        assert shares["sm_flop_s"] == pytest.approx(shares["flop_issue_s"])
+    assert totals[1.0] == pytest.approx(5.0)
+    assert 3.0 < totals[64.0] < totals[4.0] < totals[1.0]
+    assert totals[64.0] == pytest.approx(3.0, rel=0.01)
+    with pytest.raises(gxusim.SpecError, match="overlap_norm.*at least 1"):
+        spec.replace(overlap_norm=0.5)
+
+
+def test_a_kernel_past_the_opt_in_shared_memory_leaves_the_sm_its_least_l1():
+    """Under `smem_opt_in_bytes` the driver takes the smallest carveout that holds the
+    resident programs; past it Triton asks for shared memory first, the largest."""
+    from gxusim.model.residency import l1_left
+    spec = gxusim.load_spec("gxu-on-h200")
+    least = spec.l1_bytes - spec.smem_per_sm
+    assert l1_left(spec, 1, 32 * 1024) > least
+    assert l1_left(spec.replace(smem_opt_in_bytes=16 * 1024), 1, 32 * 1024) == least

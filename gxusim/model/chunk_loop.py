@@ -42,5 +42,5 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
                                spec.loop_round_trip_s * steps * waits * uncached, reused,
                                spec),
                  "l2_latency_s": cached.wait_s * steps * waits * (1 - uncached)}
-    return {**smooth_max_by_field(latency, loads, {"sm_bandwidth": steps * bandwidth}),
+    return {**smooth_max_by_field(spec, latency, loads, {"sm_bandwidth": steps * bandwidth}),
             **runs}

@@ -6,7 +6,7 @@ A GXU kernel is grid-capped: each of its programs loops over tiles, so a launch 
 
 (`serial_tiles`: waves x tiles_per_program). A tile is timed per SM by walking its phases
 (`phases.kernel_phases`), each a sum of terms where the GPU serialises and a
-smooth max (`terms.smooth_max`, the 4-norm) where it overlaps:
+smooth max (`terms.smooth_max`, the spec's `overlap_norm`) where it overlaps:
 
 * a tile-level phase (a pointwise tile, a persistent reduction's rows): its first round
   trip, then the slower of its threads' in-flight limit and the SM's bandwidth, plus its
@@ -86,7 +86,7 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
     # instruction, 807 us, where the SM's issue rate alone gives 47 us.
     stream = {"warp_instruction_s": steps * instructions * spec.warp_instruction_s} \
         if phase.looped else {}
-    arithmetic = smooth_max_by_field(chain, throughput, stream)
+    arithmetic = smooth_max_by_field(spec, chain, throughput, stream)
     if phase.looped and is_pipelined(phase.pipeline_stages, steps):
         # A pipelined chunk's arithmetic runs while later chunks' copies are in flight.
         parts = pipelined.memory_terms(phase, facts, spec, sharing, cached, reused, arithmetic)
@@ -102,7 +102,7 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         moved = sharing * steps * spilled * facts.num_warps * spec.warp_size * 8
         spill = {"spill_s": steps * spilled * spec.spill_s,
                  "spill_bandwidth": seconds_at(spec.spill_bandwidth, (1 - miss) * moved),
-                 **smooth_max_by_field(
+                 **smooth_max_by_field(spec, 
                      {"spill_miss_s": steps * spilled * miss * spec.spill_miss_s},
                      {"sm_bandwidth": seconds_at(spec.sm_bandwidth, miss * moved)})}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)

@@ -74,7 +74,7 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
                    spec.run_issue_s}
     work = {f: t / steps for f, t in (arithmetic or {}).items()}  # a chunk's
     first = {**trip, "async_copy_bandwidth": copy, **work}
-    overlapped = smooth_max_by_field({f: t / ahead for f, t in first.items()},
+    overlapped = smooth_max_by_field(spec, {f: t / ahead for f, t in first.items()},
                                      {"async_copy_bandwidth": copy}, work, narrow,
                                      issue)
     # A tile's first chunk lands with the prologue's S - 1 (issued at once, served
@@ -84,7 +84,7 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
     # than its runs (benchmarks/narrow_runs.py).
     prologue = (min(ahead, steps) - 1) * seconds_at(spec.async_copy_bandwidth,
                                                      sharing * phase.load_bytes)
-    start = smooth_max_by_field({**first, "async_copy_bandwidth": copy + prologue,
+    start = smooth_max_by_field(spec, {**first, "async_copy_bandwidth": copy + prologue,
                                  **issue}, narrow)
     terms = {f: start.get(f, 0.0) + (steps - 1) * overlapped.get(f, 0.0)
              for f in {**start, **overlapped}}

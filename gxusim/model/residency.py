@@ -15,12 +15,6 @@ import math
 from ..spec import HardwareSpec
 from .launch_facts import LaunchFacts
 
-# Triton asks the driver to prefer shared memory for a kernel that takes more than the
-# 48 KiB any kernel may without opting in (its NVIDIA launcher, driver.c): the SM then
-# keeps the least L1 it can, whatever the kernel's occupancy.
-PREFER_SHARED_ABOVE = 48 * 1024
-
-
 def residency(spec: HardwareSpec, num_warps: int, regs_per_thread: int = 0,
               smem_per_block: int = 0) -> tuple[int, str]:
     """Programs resident per SM and the limit that sets it: the spec's blocks per SM, its
@@ -69,8 +63,8 @@ def l1_left(spec: HardwareSpec, blocks_per_sm: int, smem_per_block: float) -> fl
 
     The driver picks the smallest of the spec's carveouts that holds the resident programs'
     shared memory (6 of the 11 such kernels ncu read on the H200; the rest got a size or two
-    more, leaving 124 KiB of L1 or more); a kernel past PREFER_SHARED_ABOVE gets the
-    largest. ncu on the H200,
+    more, leaving 124 KiB of L1 or more); a kernel past the spec's `smem_opt_in_bytes`
+    gets the largest: Triton's launcher then asks the driver to prefer shared memory. ncu on the H200,
     column sums of 16384x4096 on 32 programs: 16 warps with 32 KiB rings, carveout 132 KiB,
     805 us; with 64 KiB rings, 228 KiB (28 KiB of L1 left), 1,726-1,782 us; one warp with
     16 KiB rings (9 blocks by its registers), 164 KiB, 1.9 ms; with 24 KiB, 228 KiB, 6.2 ms."""
@@ -78,7 +72,7 @@ def l1_left(spec: HardwareSpec, blocks_per_sm: int, smem_per_block: float) -> fl
         return math.inf
     needed = max(1, blocks_per_sm) * (smem_per_block + spec.smem_reserved_per_block) \
         if smem_per_block else 0.0
-    carveout = spec.smem_per_sm if smem_per_block > PREFER_SHARED_ABOVE else min(
+    carveout = spec.smem_per_sm if smem_per_block > spec.smem_opt_in_bytes else min(
         (c for c in spec.smem_carveouts if c >= needed), default=min(needed, spec.smem_per_sm))
     return spec.l1_bytes - carveout
 

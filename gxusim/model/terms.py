@@ -1,8 +1,8 @@
 """The model's terms: each coefficient a spec field, and how competing bounds combine.
 
 A term charges time to one spec field (`TERMS`); a kernel's predicted time is a sum of
-such charges where the GPU serialises work and a smooth max (`smooth_max`, the 4-norm)
-where it overlaps. `smooth_max_by_field` keeps the charges summing to the time, so a
+such charges where the GPU serialises work and a smooth max (`smooth_max`, the p-norm of
+the spec's `overlap_norm`) where it overlaps. `smooth_max_by_field` keeps the charges summing to the time, so a
 breakdown says which field each second came from.
 """
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Mapping
 
 from ..spec import HardwareSpec
 from .launch_facts import PhaseFacts
-
-SMOOTH_MAX_POWER = 4.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,26 +77,28 @@ TERMS: tuple[Term, ...] = (
 )
 
 
-def smooth_max(*values: float) -> float:
+def smooth_max(power: float, *values: float) -> float:
+    """The `power`-norm of `values`: their sum at 1, the largest alone as it grows."""
     peak = max(values)
     if peak <= 0:
         return 0.0
-    return peak * sum((v / peak) ** SMOOTH_MAX_POWER for v in values) ** (1 / SMOOTH_MAX_POWER)
+    return peak * sum((v / peak) ** power for v in values) ** (1 / power)
 
 
-def smooth_max_by_field(*bounds: Mapping[str, float]) -> dict[str, float]:
-    """The smooth max of competing bounds (each the sum of its fields' seconds), shared
-    among the fields in proportion to each bound's pull on it, so a breakdown still sums to
-    the time."""
+def smooth_max_by_field(spec: HardwareSpec, *bounds: Mapping[str, float]) -> dict[str, float]:
+    """The smooth max (`spec.overlap_norm`) of competing bounds (each the sum of its
+    fields' seconds), shared among the fields in proportion to each bound's pull on it, so
+    a breakdown still sums to the time."""
+    power = spec.overlap_norm
     sizes = [sum(bound.values()) for bound in bounds]
-    total = smooth_max(*sizes)
-    weight = sum(size ** SMOOTH_MAX_POWER for size in sizes)
+    total = smooth_max(power, *sizes)
+    weight = sum(size ** power for size in sizes)
     shares: dict[str, float] = {}
     for bound, size in zip(bounds, sizes):
         if size <= 0:
             continue
         for field, seconds in bound.items():
-            share = total * size ** SMOOTH_MAX_POWER / weight * seconds / size
+            share = total * size ** power / weight * seconds / size
             shares[field] = shares.get(field, 0.0) + share
     return shares
 

@@ -49,4 +49,4 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
     further = sum(latency.values()) * (trips - 1)
     latency["l2_latency_s"] = latency.get("l2_latency_s", 0.0) + late * spec.l2_latency_s
     return {**latency,
-            **smooth_max_by_field({"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
+            **smooth_max_by_field(spec, {"loads_in_flight": further}, {"sm_bandwidth": bandwidth})}
