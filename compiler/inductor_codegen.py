@@ -90,7 +90,8 @@ class GXUTritonKernel(TritonKernel):
                       contiguous=any(stride == 1 for stride in strides.values()),
                       broadcast=bool(self.is_broadcasted(index)),
                       indirect=bool(self.is_indirect_indexing(index)),
-                      along_reduction=any(str(s).startswith("r") for s in index.free_symbols))
+                      along_reduction=any(str(s).startswith("r") for s in index.free_symbols),
+                      reversed=any(stride == -1 for stride in strides.values()))
 
     def load(self, name: str, index):
         value = super().load(name, index)

@@ -28,6 +28,15 @@ class Access:
     broadcast: bool  # the index misses a tile axis: the same element serves several
     indirect: bool  # the address depends on loaded values (a gather or scatter)
     along_reduction: bool  # the index moves with the reduced axis (read once per chunk)
+    # the index has a stride of -1 along a tile axis (a flip): neighbouring elements are
+    # neighbours in memory, in descending order, so a warp's reads still fill whole sectors
+    # though they cannot be vectorised
+    reversed: bool = False
+
+    @property
+    def coalesced(self) -> bool:
+        """A warp's elements along some tile axis are one run of memory, either way."""
+        return self.contiguous or self.reversed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +73,13 @@ class KernelTraits:
         value (a tile's loads are all issued before their uses, to hide memory latency;
         64-bit ones take two) and, in a looped reduction, each reduction's accumulator
         (carried across chunks; a Welford one keeps three). The temporaries between a load
-        and a store are scheduled element by element and count once (`live_values`)."""
+        and a store are scheduled element by element and count once (`live_values`), except
+        in a kernel that scans: a block scan takes every element of the tile at once, so
+        what each element computes before it and uses after it is held for all of them."""
         loaded = sum(max(1, -(-a.bytes // 4)) for a in self.loads)
         carried = sum(3 if "welford" in r else 1 for r in self.reductions) if self.chunk_loops else 0
-        return max(1, loaded + carried)
+        held = self.live_values if self.scans else 0
+        return max(1, loaded + carried + held)
 
     @property
     def gathers(self) -> bool:

@@ -10,7 +10,7 @@ import gxusim
 from gxusim.compiler.autotune import AutotuneHeuristics, local_search, plan_key
 from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, KernelQuestion, LaunchConfig
 from gxusim.compiler.launcher import max_autotune_policy
-from gxusim.compiler.plan import (KernelShape, PolicyError, kernel_question, plan_launch,
+from gxusim.compiler.plan import (KernelShape, kernel_question, plan_launch,
                                   ranked_plans)
 from gxusim.compiler.policies import current_heuristics
 from gxusim.traits import Access, KernelTraits
@@ -80,6 +80,35 @@ def test_registers_per_element_count_loads_and_a_looped_reductions_accumulators(
     kernels = _traits_of(lambda t: t.var(-1), torch.randn(8, 100_000))  # Welford, looped
     looped = next(k for k in kernels if k.chunk_loops)
     assert looped.registers_per_element >= 1 + 3
+
+
+def test_a_scan_holds_what_each_element_computes_before_the_scan_for_the_whole_tile():
+    """A block scan takes the tile's elements at once: a logcumsumexp of log|x| keeps the
+    values each element computes before the scan for every element of a thread (ptxas on
+    the corpus's scans: the estimate 1.3-2.5x its registers and spills, where counting
+    loads alone gave a fifth of them and let tiles that spill hundreds of words through)."""
+    x = torch.randn(64, 1000)
+    (scan,) = _traits_of(lambda t: t.abs().log().logcumsumexp(-1), x)
+    (pointwise,) = _traits_of(lambda t: t.abs().log().exp(), x)
+    assert scan.scans == 1 and scan.live_values > 1
+    assert scan.registers_per_element >= 1 + scan.live_values
+    assert pointwise.registers_per_element == 1
+
+
+def test_a_flip_records_a_reversed_load_that_may_pipeline_its_chunk_loop():
+    """A flipped row is read backwards: no unit stride, but each warp's reads are one run
+    of memory, so the chunk loop may still pipeline; a row read across a permuted layout
+    may not."""
+    (flipped,) = _traits_of(lambda t: t.flip(-1).cumsum(-1), torch.randn(8, 3000))
+    (load,) = flipped.loads
+    assert (load.contiguous, load.reversed, load.coalesced, load.along_reduction) == \
+        (False, True, True, True)
+    rules = LaunchConfig({"XBLOCK": 64, "R0_BLOCK": 64}, 8, 4)
+    reversed_rows = dataclasses.replace(_column_question(False, rules), traits=KernelTraits(
+        (dataclasses.replace(load, buffer="in_ptr1"),), chunk_loops=1, flops=2))
+    assert GXUHeuristics().choose_reduction(reversed_rows) is None  # the rules' 4 stages
+    assert GXUHeuristics().choose_reduction(_column_question(False, rules)) == \
+        dataclasses.replace(rules, num_stages=1)
 
 
 def test_traits_travel_as_plain_data_and_come_back_equal():

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import json
 import sys
 import time
 import warnings
@@ -251,7 +250,9 @@ def thin_sizes(entries: list[dict], keep: int = MAX_SIZES) -> list[dict]:
 
 
 def build(chosen: list[Workload], previous: Optional[dict[str, dict]] = None) -> list[dict]:
-    """The corpus entries of `chosen`, merged into `previous` (id -> entry), thinned."""
+    """The corpus entries of `chosen`, merged into `previous` (id -> entry), thinned. A
+    kernel compiled again replaces its entry (its module and traits as code generation
+    writes them today), keeping every workload that produced it."""
     entries = dict(previous or {})
     failures = []
     for workload in tqdm(chosen, desc="workloads", unit="workload", file=sys.stdout):
@@ -262,9 +263,9 @@ def build(chosen: list[Workload], previous: Optional[dict[str, dict]] = None) ->
             failures.append(f"{workload.label}: {type(error).__name__}: {str(error)[:200]}")
             continue
         for entry in found:
-            known = entries.setdefault(entry["id"], entry)
-            if workload.label not in known["workloads"]:
-                known["workloads"].append(workload.label)
+            seen = entries.get(entry["id"], {}).get("workloads", [])
+            entries[entry["id"]] = {**entry, "workloads": seen + [
+                label for label in entry["workloads"] + [workload.label] if label not in seen]}
         tqdm.write(f"{workload.label}: {len(found)} launches, {len({e['id'] for e in found})} "
                    f"distinct, {time.perf_counter() - start:.0f} s")
     for failure in failures:
