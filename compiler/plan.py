@@ -95,7 +95,18 @@ class KernelShape:
 def kernel_shape(fn: Any, name: str) -> KernelShape:
     """Read a `@triton.jit` kernel's signature (JITFunction or, under TRITON_INTERPRET, its
     InterpretedFunction: both wrap the Python function as `.fn`)."""
-    return kernel_shape_from_source(inspect.getsource(fn.fn), name)
+    return kernel_shape_from_source(kernel_source(fn), name)
+
+
+def kernel_source(fn: Any) -> str:
+    """A `@triton.jit` kernel's source, then that of each Triton function it names (a
+    scan's combine function, whose work the performance model counts per element)."""
+    source = inspect.getsource(fn.fn)
+    names = {node.id for node in ast.walk(python_ast.parse(textwrap.dedent(source)))
+             if isinstance(node, ast.Name)}
+    called = [value for name, value in sorted(fn.fn.__globals__.items())
+              if name in names and inspect.isfunction(getattr(value, "fn", None))]
+    return "\n\n".join([source] + [textwrap.dedent(inspect.getsource(f.fn)) for f in called])
 
 
 def kernel_shape_from_source(source: str, name: str) -> KernelShape:

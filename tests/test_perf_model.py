@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import gxusim
 from gxusim.model import caches, core, evidence, launch_facts, pipelined, tile
@@ -1482,3 +1483,29 @@ def test_a_kernel_past_the_opt_in_shared_memory_leaves_the_sm_its_least_l1():
     least = spec.l1_bytes - spec.smem_per_sm
     assert l1_left(spec, 1, 32 * 1024) > least
     assert l1_left(spec.replace(smem_opt_in_bytes=16 * 1024), 1, 32 * 1024) == least
+
+
+def test_every_element_of_a_scan_goes_through_its_combine_function():
+    """A logcumsumexp combines with an exp and a log1p where a cumsum adds: its scan's
+    elements carry that work (SCAN_COMBINES calls each), in the plan's phases (read from the
+    kernel and the functions it calls) and in the emulator's alike; a cumsum's scan, one
+    addition a call."""
+    from gxusim.model.kernel_work import TRANSCENDENTAL_WEIGHT
+    from gxusim.model.phases import SCAN_COMBINES
+    x = torch.randn(16, 3000)
+
+    def scanned(fn):
+        gxusim.clear_launches()
+        torch.compile(fn)(x.to("gxu"))
+        (launch,) = [launch for launch in gxusim.launches() if launch.policy != "extern"]
+        planned = next(p for p in kernel_phases(launch.source) if p.scans)
+        emulated = next(p for p in launch.facts.phases if p.scans)
+        return planned, emulated
+    (log_planned, log_emulated), (sum_planned, sum_emulated) = \
+        scanned(lambda t: t.logcumsumexp(-1)), scanned(lambda t: t.cumsum(-1))
+    combine = TRANSCENDENTAL_WEIGHT["exp"] + TRANSCENDENTAL_WEIGHT["log1p"]
+    assert log_planned.transcendental_steps >= SCAN_COMBINES * combine
+    assert (log_emulated.arithmetic_steps, log_emulated.transcendental_steps) == \
+        (log_planned.arithmetic_steps, log_planned.transcendental_steps)
+    assert sum_planned.transcendental_steps == sum_emulated.transcendental_steps == 0
+    assert SCAN_COMBINES <= sum_planned.arithmetic_steps < log_planned.arithmetic_steps

@@ -110,8 +110,14 @@ def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
     blocks = _blocks(arguments)
-    return launch_facts.launch_phases(compiled.kir.sources[0], blocks, _chunks(arguments, blocks),
+    return launch_facts.launch_phases(_source(compiled), blocks, _chunks(arguments, blocks),
                                     _element_bytes(arguments), blocks.get("NUM_STAGES", 1))
+
+
+def _source(compiled: Specialisation) -> str:
+    """The kernel's source, then every function it inlined (a scan's combine function), as
+    `plan.kernel_source` gives the cuda target's plan."""
+    return "\n\n".join(dict.fromkeys(compiled.kir.sources))
 
 
 def pipeline_buffer_bytes(compiled: Specialisation, arguments: LaunchArguments) -> int:
@@ -123,7 +129,7 @@ def pipeline_buffer_bytes(compiled: Specialisation, arguments: LaunchArguments) 
     if not launch_facts.pipelined(stages, _chunks(arguments, blocks)):
         return 0
     return (stages - 1) * launch_facts.chunk_load_bytes(
-        compiled.kir.sources[0], blocks, _element_bytes(arguments))
+        _source(compiled), blocks, _element_bytes(arguments))
 
 
 def measure_performance(report: EmulationReport, compiled: Specialisation,

@@ -24,6 +24,9 @@ from .kernel_work import (ARITHMETIC_CALLS, DIVIDE_WEIGHT, EXP_STEPS, REDUCTION_
                           WELFORD_STEPS, WELFORD_UPDATES, assigns_a_value, call_name,
                           count_operations)
 
+# A block scan combines each element twice: into its thread's running value (a thread
+# scans its own elements in order), then with the carry of the threads before it.
+SCAN_COMBINES = 2
 # A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
 # reductions' XBLOCK = 1.
 _STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
@@ -112,9 +115,10 @@ class _PhaseReader:
     """Walks one kernel's tile loop; `axes`/`broadcast`/`depth` follow index variables and
     loaded values, `chain` each value's (steps, axes) along its dependency chain."""
 
-    def __init__(self, pointers: dict, reduction: bool) -> None:
+    def __init__(self, pointers: dict, reduction: bool, combines: dict | None = None) -> None:
         self.pointers = pointers
         self.reduction = reduction
+        self.combines = combines or {}  # a scan's combine function -> its steps (`_steps_of`)
         self.axes: dict = {}
         self.broadcast: dict = {}
         self.repeats: dict = {}  # name -> {axis: n} for `name = axis_index // n`
@@ -198,8 +202,11 @@ class _PhaseReader:
             axes = frozenset().union(*[p[1] for p in parts]) if parts else frozenset()
             if name in REDUCTION_CALLS:
                 return steps, axes - {"r"}
-            if not self.per_element(axes) or name in SCAN_CALLS:
+            if not self.per_element(axes):
                 return steps, axes
+            if name in SCAN_CALLS:
+                combine = self.combines.get(_combine_function(node), (1.0, 0.0, 0.0))
+                return _plus(steps, *(SCAN_COMBINES * part for part in combine)), axes
             if name in TRANSCENDENTAL_CALLS:
                 weight = TRANSCENDENTAL_WEIGHT.get(name, UNMEASURED_WEIGHT)
                 return _plus(steps, transcendental=weight), axes
@@ -290,6 +297,27 @@ class _PhaseReader:
                 phase["accesses"].append(self.access(statement.value, store=True))
 
 
+def _combine_function(scan: ast.Call) -> str:
+    """The name of the function an `associative_scan` combines with (its third argument);
+    "" for a scan whose combine is built in (`tl.cumsum`: one addition)."""
+    combine = scan.args[2] if len(scan.args) > 2 else next(
+        (keyword.value for keyword in scan.keywords if keyword.arg == "combine_fn"), None)
+    return combine.id if isinstance(combine, ast.Name) else ""
+
+
+def _steps_of(function: ast.FunctionDef) -> tuple:
+    """(arithmetic, transcendental, divisions) steps of one call of a Triton function that
+    a kernel calls, such as a scan's combine (a logcumsumexp's: a max, a min, an exp and
+    a log1p), along its longest chain to what it returns."""
+    reader = _PhaseReader({}, reduction=False)
+    body = {"looped": False, "accesses": [], "chain": (0.0, 0.0, 0.0), "reductions": 0,
+            "scans": 0}
+    reader.walk(function.body, body)
+    returned = [reader.value(statement.value, body)[0] for statement in function.body
+                if isinstance(statement, ast.Return) and statement.value is not None]
+    return max([body["chain"], *returned], key=_length)
+
+
 def load_unit_stride_axes(source: str) -> frozenset:
     """The axes along which a kernel's streamed 2D loads (indexed by two tile axes, not
     broadcast) are contiguous: {"r"} for a row reduction, {"x"} for a column reduction,
@@ -320,12 +348,15 @@ def static_blocks(source: str) -> dict[str, int]:
 def kernel_phases(source: str) -> tuple:
     """The phases of a generated kernel's tile loop (see the module docstring), from its
     source: the `@triton.jit` function, with its decorators when the pointer types are to be
-    read from the signature (otherwise every element is taken as 4 bytes)."""
+    read from the signature (otherwise every element is taken as 4 bytes), then any Triton
+    functions it calls (a scan's combine function: each element goes through it
+    SCAN_COMBINES times; without its source, one addition)."""
     pointers = dict(_SIGNATURE_POINTER.findall(source))
     text = textwrap.dedent(source[source.index("def "):] if "def " in source else source)
-    function = next(n for n in python_ast.parse(text).body if isinstance(n, ast.FunctionDef))
+    function, *called = [n for n in python_ast.parse(text).body if isinstance(n, ast.FunctionDef)]
     parameters = {a.arg for a in function.args.args}
-    reader = _PhaseReader(pointers, reduction="r0_numel" in parameters)
+    reader = _PhaseReader(pointers, reduction="r0_numel" in parameters,
+                          combines={f.name: _steps_of(f) for f in called})
     loop = next((n for n in function.body if isinstance(n, ast.For)), None)
     top = {"looped": False, "accesses": [], "chain": (0.0, 0.0, 0.0), "reductions": 0,
            "scans": 0, "carried": 0}
