@@ -264,8 +264,8 @@ def build(chosen: list[Workload], previous: Optional[dict[str, dict]] = None) ->
             continue
         for entry in found:
             seen = entries.get(entry["id"], {}).get("workloads", [])
-            entries[entry["id"]] = {**entry, "workloads": seen + [
-                label for label in entry["workloads"] + [workload.label] if label not in seen]}
+            labels = seen + entry["workloads"] + [workload.label]
+            entries[entry["id"]] = {**entry, "workloads": list(dict.fromkeys(labels))}
         tqdm.write(f"{workload.label}: {len(found)} launches, {len({e['id'] for e in found})} "
                    f"distinct, {time.perf_counter() - start:.0f} s")
     for failure in failures:
