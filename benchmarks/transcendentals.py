@@ -2,7 +2,7 @@
 
 The performance model charges a thread's elements of a tile-level phase one after another,
 each its dependency chain: arithmetic steps, and libdevice calls weighed in expf's
-(`gxusim.model.kernel_work.TRANSCENDENTAL_WEIGHT`; the model fits one time per expf). This times
+(the spec's `math_call_weights`; the model fits one time per expf). This times
 the kernel Inductor generates for `op(x)` (x: 16M fp32 in [0.05, 4): tanhf takes both its
 polynomial and its exp form) on 1 warp at 8 and at 64 elements a thread (32 programs, one
 to an SM), takes the time each further element adds to a thread, less a multiply's, and

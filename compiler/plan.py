@@ -28,7 +28,8 @@ from gxusim import python_ast
 from gxusim.model import core, launch_facts, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.model.kernel_work import KernelWork, kernel_work
-from gxusim.model.phases import kernel_phases, load_unit_stride_axes, static_blocks
+from gxusim.model.phases import (ChainWeights, kernel_phases, load_unit_stride_axes,
+                                 static_blocks)
 from gxusim.spec import HardwareSpec
 from gxusim.traits import KernelTraits
 
@@ -208,7 +209,8 @@ class LaunchPlan:
             residency.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
             launch_facts.launch_phases(shape.source, self.meta, chunks,
-                                     stages=self.pipeline_stages(shape)),
+                                     stages=self.pipeline_stages(shape),
+                                     weights=ChainWeights.of(spec)),
             footprint_bytes=bytes_moved)
 
     def pipeline_stages(self, shape: KernelShape) -> int:

@@ -97,6 +97,28 @@ class HardwareSpec:
     tile_element_instructions: float = 3.4
     tile_expf_instructions: float = 3.9
     tile_division_instructions: float = 12.4
+    # What a math call adds to one element's dependency chain, in expf's (libdevice.exp), as
+    # measured on the H200 (benchmarks/transcendentals.py, results/transcendentals_h200.json):
+    # Inductor's kernel for each op on one warp, 8 and 64 elements a thread, the time a
+    # further element adds to a thread beyond a multiply's (an expf: 10.8 ns), x in [0.05, 4)
+    # (tanhf takes both its forms); branchy calls cost what their branches do at such
+    # inputs. A TOML [estimates.math_call_weights] table, name = expf's. Calls it does not
+    # name weigh unmeasured_call_weight (the measured ones' median).
+    math_call_weights: tuple[tuple[str, float], ...] = (
+        ("acos", 1.4), ("acosh", 8.5), ("asin", 3.1), ("asinh", 12.1), ("atan", 9.6),
+        ("atan2", 12.1), ("atanh", 6.0), ("cos", 8.2), ("cosh", 2.7), ("erf", 4.0),
+        ("erfc", 15.1), ("erfinv", 5.5), ("exp", 1.0), ("exp2", 0.31), ("expm1", 4.0),
+        ("lgamma", 64.0), ("log", 2.95), ("log10", 3.0), ("log1p", 3.1), ("log2", 3.05),
+        ("pow", 12.8), ("rsqrt", 0.31), ("sigmoid", 1.16), ("sin", 8.0), ("sinh", 9.5),
+        ("sqrt", 2.4), ("tan", 7.7), ("tanh", 6.7))
+    unmeasured_call_weight: float = 4.8
+    # An expf as dependent arithmetic steps, to weigh a call against plain ops: its 10.8 ns
+    # over the 0.37 ns a step of the measured multiply takes.
+    expf_steps: float = 29.0
+    # An fp32 division (div.rn.f32), in expf's: a reciprocal on the unit expf's MUFU.EX2
+    # issues on, and its Newton steps (measured beside the calls above).
+    division_weight: float = 0.82
+    welford_steps: float = 10.0  # one element into a Welford accumulator: its FMAs
     # How bounds that overlap combine into a time: the p of their p-norm (1: they add; the
     # larger, the more the slowest alone decides). The model's one combining rule.
     overlap_norm: float = 4.0
@@ -149,6 +171,12 @@ class HardwareSpec:
     def __post_init__(self) -> None:
         if isinstance(self.smem_carveouts, list):  # as a TOML file gives it
             object.__setattr__(self, "smem_carveouts", tuple(self.smem_carveouts))
+        weights = self.math_call_weights
+        if isinstance(weights, dict) or (isinstance(weights, (list, tuple)) and all(
+                isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in weights)):
+            # a TOML table, or pairs as as_dict() and JSON give them back: one sorted form
+            object.__setattr__(self, "math_call_weights", tuple(sorted(
+                (str(name), weight) for name, weight in dict(weights).items())))
         for rule in _RULES:
             rule(self)
 
@@ -183,7 +211,10 @@ ESTIMATES = ("word_issue_steps", "live_per_carried", "round_trips_per_load",
              "loop_expf_instructions", "loop_copied_load_instructions",
              "loop_store_instructions", "loop_narrow_run_instructions", "tile_instructions",
              "tile_element_instructions", "tile_expf_instructions",
-             "tile_division_instructions")
+             "tile_division_instructions", "unmeasured_call_weight", "expf_steps",
+             "division_weight", "welford_steps")
+# Tables of the [estimates] table (name = value).
+ESTIMATE_TABLES = ("math_call_weights",)
 
 
 def _fail(spec: HardwareSpec, field: str, rule: str) -> None:
@@ -203,6 +234,10 @@ def _check_types(spec: HardwareSpec) -> None:
         _fail(spec, "smem_carveouts", "must be a list of integers (bytes)")
     if not isinstance(spec.gpu_partition, bool):
         _fail(spec, "gpu_partition", "must be true or false")
+    if not all(isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], (int, float))
+               and not isinstance(pair[1], bool) and pair[1] >= 0
+               for pair in spec.math_call_weights):
+        _fail(spec, "math_call_weights", "must be a table of call name = expf's (a number >= 0)")
     for field in _POSITIVE_FLOATS + _MODEL_TERMS + ESTIMATES + ("overlap_norm",):
         value = getattr(spec, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -282,9 +317,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise SpecError(f"cannot be read: {e.strerror}") from None
     estimates = data.get("estimates", {}) if "spec" in data else {}
-    unknown = sorted(set(estimates) - set(ESTIMATES))
+    unknown = sorted(set(estimates) - set(ESTIMATES + ESTIMATE_TABLES))
     if unknown:
-        raise SpecError(f"unknown [estimates] field(s) {unknown}; known: {list(ESTIMATES)}")
+        raise SpecError(f"unknown [estimates] field(s) {unknown}; known: "
+                        f"{list(ESTIMATES + ESTIMATE_TABLES)}")
     data = {**data.get("spec", data), **estimates}
     base = data.pop("base", None)
     if base is not None:

@@ -14,7 +14,6 @@ import torch
 import gxusim
 from gxusim.model import caches, core, evidence, launch_facts, pipelined, tile
 from gxusim.model.fit import fit
-from gxusim.model.kernel_work import DIVIDE_WEIGHT, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT
 from gxusim.model.phases import kernel_phases
 from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
 from gxusim.model.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
@@ -222,21 +221,24 @@ def test_chains_weigh_libdevice_calls_and_skip_per_row_work():
 
 
 def test_the_call_weights_are_the_ones_measured_on_the_h200():
-    """kernel_work's table holds what benchmarks/transcendentals.py measured (in expf's,
-    rounded), so a re-measurement that moves a call shows here."""
+    """The H200 spec's [estimates] hold what benchmarks/transcendentals.py measured (in
+    expf's, rounded), so a re-measurement that moves a call shows here."""
     stored = Path(__file__).parent.parent / "benchmarks/results/transcendentals_h200.json"
     measured = {row["op"]: row["expf"] for row in json.loads(stored.read_text())}
-    for name, weight in TRANSCENDENTAL_WEIGHT.items():
+    spec = gxusim.load_spec("gxu-on-h200")
+    weights = dict(spec.math_call_weights)
+    for name, weight in weights.items():
         assert weight == pytest.approx(measured[name], rel=0.03, abs=0.02), name
-    assert DIVIDE_WEIGHT == pytest.approx(measured["div"], rel=0.03)
-    assert UNMEASURED_WEIGHT == pytest.approx(statistics.median(TRANSCENDENTAL_WEIGHT.values()),
-                                              rel=0.03)
+    assert spec.division_weight == pytest.approx(measured["div"], rel=0.03)
+    assert spec.unmeasured_call_weight == pytest.approx(statistics.median(weights.values()),
+                                                        rel=0.03)
 
 
 def test_a_division_is_a_reciprocal_on_the_transcendental_unit():
     *_, normalise = kernel_phases(SOFTMAX_LOOPED)
     # exp(x - max) / sum: an expf, then a division (its reciprocal and Newton steps)
-    assert (normalise.transcendental_steps, normalise.divisions) == (1.0 + DIVIDE_WEIGHT, 1.0)
+    division = gxusim.load_spec("gxu-on-h200").division_weight
+    assert (normalise.transcendental_steps, normalise.divisions) == (1.0 + division, 1.0)
     _, loop = kernel_phases(WELFORD)
     assert (loop.transcendental_steps, loop.divisions) == (0.0, 1.0)  # Welford's division
     # the reciprocals count against the SM's transcendental rate, not along the chain (on a
@@ -1490,7 +1492,6 @@ def test_every_element_of_a_scan_goes_through_its_combine_function():
     elements carry that work (SCAN_COMBINES calls each), in the plan's phases (read from the
     kernel and the functions it calls) and in the emulator's alike; a cumsum's scan, one
     addition a call."""
-    from gxusim.model.kernel_work import TRANSCENDENTAL_WEIGHT
     from gxusim.model.phases import SCAN_COMBINES
     x = torch.randn(16, 3000)
 
@@ -1503,9 +1504,33 @@ def test_every_element_of_a_scan_goes_through_its_combine_function():
         return planned, emulated
     (log_planned, log_emulated), (sum_planned, sum_emulated) = \
         scanned(lambda t: t.logcumsumexp(-1)), scanned(lambda t: t.cumsum(-1))
-    combine = TRANSCENDENTAL_WEIGHT["exp"] + TRANSCENDENTAL_WEIGHT["log1p"]
+    weights = dict(gxusim.load_spec("gxu-on-h200").math_call_weights)
+    combine = weights["exp"] + weights["log1p"]
     assert log_planned.transcendental_steps >= SCAN_COMBINES * combine
     assert (log_emulated.arithmetic_steps, log_emulated.transcendental_steps) == \
         (log_planned.arithmetic_steps, log_planned.transcendental_steps)
     assert sum_planned.transcendental_steps == sum_emulated.transcendental_steps == 0
     assert SCAN_COMBINES <= sum_planned.arithmetic_steps < log_planned.arithmetic_steps
+
+
+def test_a_specs_math_call_weights_are_what_the_model_charges_a_call():
+    """The chain weights are spec data: a spec whose tanh costs twice the H200's gives a
+    GELU's element a longer chain and a slower prediction; a call the table does not name
+    weighs `unmeasured_call_weight`; a bad table is refused naming the field."""
+    from gxusim.model.phases import ChainWeights
+    h200 = gxusim.load_spec("gxu-on-h200")
+    weights = dict(h200.math_call_weights)
+    slow_tanh = h200.replace(math_call_weights={**weights, "tanh": 2 * weights["tanh"]})
+    (base,) = kernel_phases(TANH_GELU, ChainWeights.of(h200))
+    (slow,) = kernel_phases(TANH_GELU, ChainWeights.of(slow_tanh))
+    assert slow.transcendental_steps == pytest.approx(base.transcendental_steps + weights["tanh"])
+    blocks = {"XBLOCK": 1024}
+    facts = [LaunchFacts(32, 4, 64, 1024, 1e6, 1, phases=launch_phases(
+        TANH_GELU, blocks, 1, weights=ChainWeights.of(spec))) for spec in (h200, slow_tanh)]
+    assert predict_seconds(facts[1], slow_tanh) > predict_seconds(facts[0], h200)
+    unnamed = h200.replace(math_call_weights={k: v for k, v in weights.items() if k != "tanh"})
+    (fallback,) = kernel_phases(TANH_GELU, ChainWeights.of(unnamed))
+    assert fallback.transcendental_steps == pytest.approx(
+        base.transcendental_steps - weights["tanh"] + h200.unmeasured_call_weight)
+    with pytest.raises(gxusim.SpecError, match="math_call_weights"):
+        h200.replace(math_call_weights={"tanh": "slow"})

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..findings import Finding
 from ..model import core, launch_facts
+from ..model.phases import ChainWeights
 from ..spec import HardwareSpec
 from . import checks, occupancy
 from . import dtypes as D
@@ -105,13 +106,15 @@ def _chunks(arguments: LaunchArguments, blocks: dict) -> int:
         if reduced is not None and "R0_BLOCK" in blocks else 1
 
 
-def tile_phases(compiled: Specialisation, arguments: LaunchArguments) -> tuple:
+def tile_phases(compiled: Specialisation, arguments: LaunchArguments,
+                spec: HardwareSpec) -> tuple:
     """The tile's phases as `launch_facts.launch_phases` reads them from the kernel's source,
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
     blocks = _blocks(arguments)
     return launch_facts.launch_phases(_source(compiled), blocks, _chunks(arguments, blocks),
-                                    _element_bytes(arguments), blocks.get("NUM_STAGES", 1))
+                                    _element_bytes(arguments), blocks.get("NUM_STAGES", 1),
+                                    ChainWeights.of(spec))
 
 
 def _source(compiled: Specialisation) -> str:
@@ -141,7 +144,7 @@ def measure_performance(report: EmulationReport, compiled: Specialisation,
     report.traffic_bytes = sector_traffic(report, compiled, arguments, records, spec)
     block = max((s.shape for s in kir.sites), key=math.prod, default=())
     regs = occupancy.estimate_registers(occupancy.live_words(units), num_warps, spec, n_regs)
-    phases = tile_phases(compiled, arguments)
+    phases = tile_phases(compiled, arguments, spec)
     smem = occupancy.smem_bytes(units, num_warps) + pipeline_buffer_bytes(compiled, arguments)
     report.occupancy = occupancy.occupancy(spec, num_warps, programs, regs, smem, block)
     if smem > spec.program_smem:  # the GPU would refuse to load it (Triton: OutOfResources)

@@ -43,31 +43,6 @@ REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "arg
 WELFORD_UPDATES = frozenset({"welford_reduce", "welford_combine"})
 SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
 
-# What a math call adds to one element's dependency chain, in expf's (libdevice.exp), as
-# measured on the H200 (benchmarks/transcendentals.py, results/transcendentals_h200.json):
-# Inductor's kernel for each op on one warp, 8 and 64 elements a thread, the time a further
-# element adds to a thread beyond a multiply's (an expf: 10.8 ns), x in [0.05, 4) (tanhf
-# takes both its forms). Branchy calls cost what their branches do at such inputs. The
-# model fits one time per expf (`transcendental_issue_s`); calls not measured weigh
-# UNMEASURED_WEIGHT, the measured ones' median.
-TRANSCENDENTAL_WEIGHT = {
-    "exp": 1.0, "exp2": 0.31, "expm1": 4.0, "log": 2.95, "log2": 3.05, "log10": 3.0,
-    "log1p": 3.1, "tanh": 6.7, "sin": 8.0, "cos": 8.2, "tan": 7.7, "asin": 3.1, "acos": 1.4,
-    "atan": 9.6, "atan2": 12.1, "sinh": 9.5, "cosh": 2.7, "asinh": 12.1, "acosh": 8.5,
-    "atanh": 6.0, "sqrt": 2.4, "rsqrt": 0.31, "erf": 4.0, "erfc": 15.1, "erfinv": 5.5,
-    "lgamma": 64.0, "sigmoid": 1.16, "pow": 12.8,
-}
-UNMEASURED_WEIGHT = 4.8
-# An expf as dependent arithmetic steps, to weigh a call against plain ops: its 10.8 ns over
-# the 0.37 ns a step of the measured multiply (6.3 ns an element: its word steps and itself).
-EXP_STEPS = 29.0
-# An fp32 division (div.rn.f32): a MUFU reciprocal and its Newton steps, 0.82 expf along
-# the chain as measured beside the calls above. The reciprocal issues on the unit expf's
-# MUFU.EX2 does, so it also counts against the SM's transcendental rate (`Phase.divisions`),
-# which a Welford loop of many warps meets (the variance 2048x16384 at 16 warps was
-# predicted 2x fast without it).
-DIVIDE_WEIGHT = 0.82
-WELFORD_STEPS = 10.0  # one element into a Welford accumulator: FMAs, besides its division
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .phases import Phase, kernel_phases, static_blocks
+from .phases import ChainWeights, Phase, kernel_phases, static_blocks
 from ..spec import HardwareSpec
 
 VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
@@ -131,13 +131,14 @@ class LaunchFacts:
 
 
 def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
-                  pointer_bytes: Mapping[str, int] | None = None, stages: int = 1) -> tuple:
+                  pointer_bytes: Mapping[str, int] | None = None, stages: int = 1,
+                  weights: ChainWeights = ChainWeights.of()) -> tuple:
     """The `PhaseFacts` of one tile of a kernel launched with these block sizes (the plan's
     meta; block sizes the kernel's body fixes win), reduction chunks per tile (1 unless
-    looped) and chunk-loop pipelining depth.
+    looped) and chunk-loop pipelining depth, its chains weighed by the spec's `weights`.
     Element sizes come from the signature in the source's decorator, or `pointer_bytes`
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
-    phases, size = sized_phases(source, blocks, pointer_bytes)
+    phases, size = sized_phases(source, blocks, pointer_bytes, weights)
     block = math.prod(size.values())
     # A buffer the kernel reads again evict_first (Inductor's last read of a value read
     # twice) loses its evict_last lines' hold: on the H200 an evict_first read of 1-64 MB
@@ -168,7 +169,8 @@ def chunk_load_bytes(source: str, blocks: Mapping[str, int],
 
 
 def sized_phases(source: str, blocks: Mapping[str, int],
-                 pointer_bytes: Mapping[str, int] | None) -> tuple[tuple, dict[str, int]]:
+                 pointer_bytes: Mapping[str, int] | None,
+                 weights: ChainWeights = ChainWeights.of()) -> tuple[tuple, dict[str, int]]:
     """The kernel's phases (with the given element sizes) and its block size per tile axis
     (block sizes the kernel's body fixes win); no phases for a source that is not a
     generated kernel's (a hand-written kernel, a test's)."""
@@ -176,7 +178,7 @@ def sized_phases(source: str, blocks: Mapping[str, int],
     size = {"x": blocks.get("XBLOCK", 1), "y": blocks.get("YBLOCK", 1),
             "r": blocks.get("R0_BLOCK", 1)}
     try:
-        phases = kernel_phases(source)
+        phases = kernel_phases(source, weights)
     except Exception:  # noqa: BLE001 - timed from the per-element counts alone
         return (), size
     if pointer_bytes:

@@ -19,10 +19,37 @@ import re
 import textwrap
 
 from .. import python_ast
-from .kernel_work import (ARITHMETIC_CALLS, DIVIDE_WEIGHT, EXP_STEPS, REDUCTION_CALLS, SCAN_CALLS,
-                          TRANSCENDENTAL_CALLS, TRANSCENDENTAL_WEIGHT, UNMEASURED_WEIGHT,
-                          WELFORD_STEPS, WELFORD_UPDATES, assigns_a_value, call_name,
-                          count_operations)
+from ..spec import HardwareSpec
+from .kernel_work import (ARITHMETIC_CALLS, REDUCTION_CALLS, SCAN_CALLS, TRANSCENDENTAL_CALLS,
+                          WELFORD_UPDATES, assigns_a_value, call_name, count_operations)
+
+@dataclasses.dataclass(frozen=True)
+class ChainWeights:
+    """What the spec's [estimates] say an element's operations add to its dependency chain:
+    a math call's expf's (`math_call_weights`, else `unmeasured_call_weight`), a division's
+    (`division_weight`), a Welford update's steps (`welford_steps`), and an expf in steps
+    (`expf_steps`), by which chains are compared."""
+    calls: tuple
+    unmeasured: float
+    division: float
+    welford: float
+    expf_steps: float
+
+    @classmethod
+    def of(cls, spec: HardwareSpec | None = None) -> "ChainWeights":
+        """The spec's weights; without one, the spec fields' defaults (the H200's)."""
+        values = {f.name: getattr(spec, f.name) if spec is not None else f.default
+                  for f in dataclasses.fields(HardwareSpec)}
+        return cls(values["math_call_weights"], values["unmeasured_call_weight"],
+                   values["division_weight"], values["welford_steps"], values["expf_steps"])
+
+    def call(self, name: str) -> float:
+        return dict(self.calls).get(name, self.unmeasured)
+
+    def length(self, steps: tuple) -> float:
+        """A chain's length in steps: its arithmetic, and its expf's as steps."""
+        return steps[0] + self.expf_steps * steps[1]
+
 
 # A block scan combines each element twice: into its thread's running value (a thread
 # scans its own elements in order), then with the carry of the threads before it.
@@ -115,9 +142,11 @@ class _PhaseReader:
     """Walks one kernel's tile loop; `axes`/`broadcast`/`depth` follow index variables and
     loaded values, `chain` each value's (steps, axes) along its dependency chain."""
 
-    def __init__(self, pointers: dict, reduction: bool, combines: dict | None = None) -> None:
+    def __init__(self, pointers: dict, reduction: bool, weights: ChainWeights,
+                 combines: dict | None = None) -> None:
         self.pointers = pointers
         self.reduction = reduction
+        self.weights = weights
         self.combines = combines or {}  # a scan's combine function -> its steps (`_steps_of`)
         self.axes: dict = {}
         self.broadcast: dict = {}
@@ -198,7 +227,7 @@ class _PhaseReader:
                     isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES):
                 operands.append(node.func.value)  # a method: `tl.load(...).to(tl.float32)`
             parts = [self.value(a, phase) for a in operands]
-            steps = max([p[0] for p in parts], key=_length, default=zero)
+            steps = max([p[0] for p in parts], key=self.weights.length, default=zero)
             axes = frozenset().union(*[p[1] for p in parts]) if parts else frozenset()
             if name in REDUCTION_CALLS:
                 return steps, axes - {"r"}
@@ -208,10 +237,9 @@ class _PhaseReader:
                 combine = self.combines.get(_combine_function(node), (1.0, 0.0, 0.0))
                 return _plus(steps, *(SCAN_COMBINES * part for part in combine)), axes
             if name in TRANSCENDENTAL_CALLS:
-                weight = TRANSCENDENTAL_WEIGHT.get(name, UNMEASURED_WEIGHT)
-                return _plus(steps, transcendental=weight), axes
+                return _plus(steps, transcendental=self.weights.call(name)), axes
             if name in WELFORD_UPDATES:
-                return _plus(steps, arithmetic=WELFORD_STEPS, divisions=1.0), axes
+                return _plus(steps, arithmetic=self.weights.welford, divisions=1.0), axes
             if name in ARITHMETIC_CALLS:
                 return _plus(steps, arithmetic=1.0), axes
             return steps, axes
@@ -221,18 +249,19 @@ class _PhaseReader:
                         [node.left, *node.comparators] if isinstance(node, ast.Compare) else
                         list(node.values))
             parts = [self.value(c, phase) for c in children]
-            steps = max([p[0] for p in parts], key=_length)
+            steps = max([p[0] for p in parts], key=self.weights.length)
             axes = frozenset().union(*[p[1] for p in parts])
             if self.per_element(axes):
                 divide = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
-                steps = _plus(steps, transcendental=DIVIDE_WEIGHT, divisions=1.0) if divide else \
+                steps = _plus(steps, transcendental=self.weights.division, divisions=1.0) \
+                    if divide else \
                     _plus(steps, arithmetic=1.0)
             return steps, axes
         if isinstance(node, (ast.Subscript, ast.Attribute)):
             return self.value(node.value, phase)
         if isinstance(node, ast.Tuple):
             parts = [self.value(e, phase) for e in node.elts]
-            return (max([p[0] for p in parts], key=_length, default=zero),
+            return (max([p[0] for p in parts], key=self.weights.length, default=zero),
                     frozenset().union(*[p[1] for p in parts]) if parts else frozenset())
         return zero, frozenset()
 
@@ -243,7 +272,7 @@ class _PhaseReader:
             steps = (0.0, 0.0, 0.0)  # index arithmetic: the per-access cost, not the chain
         elif not self.per_element(axes):
             steps = (0.0, 0.0, 0.0)  # computed once per row: no part of an element's chain
-        elif _length(steps) > _length(phase["chain"]):
+        elif self.weights.length(steps) > self.weights.length(phase["chain"]):
             phase["chain"] = steps
         counts = count_operations(statement.value)
         phase["reductions"] += counts["reductions"]
@@ -289,7 +318,8 @@ class _PhaseReader:
             elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
                     and call_name(statement.value) == "store" and len(statement.value.args) > 1:
                 steps, axes = self.value(statement.value.args[1], phase)
-                if self.per_element(axes) and _length(steps) > _length(phase["chain"]):
+                if self.per_element(axes) and \
+                        self.weights.length(steps) > self.weights.length(phase["chain"]):
                     phase["chain"] = steps
                 counts = count_operations(statement.value.args[1])
                 phase["reductions"] += counts["reductions"]
@@ -305,17 +335,17 @@ def _combine_function(scan: ast.Call) -> str:
     return combine.id if isinstance(combine, ast.Name) else ""
 
 
-def _steps_of(function: ast.FunctionDef) -> tuple:
+def _steps_of(function: ast.FunctionDef, weights: ChainWeights) -> tuple:
     """(arithmetic, transcendental, divisions) steps of one call of a Triton function that
     a kernel calls, such as a scan's combine (a logcumsumexp's: a max, a min, an exp and
     a log1p), along its longest chain to what it returns."""
-    reader = _PhaseReader({}, reduction=False)
+    reader = _PhaseReader({}, reduction=False, weights=weights)
     body = {"looped": False, "accesses": [], "chain": (0.0, 0.0, 0.0), "reductions": 0,
             "scans": 0}
     reader.walk(function.body, body)
     returned = [reader.value(statement.value, body)[0] for statement in function.body
                 if isinstance(statement, ast.Return) and statement.value is not None]
-    return max([body["chain"], *returned], key=_length)
+    return max([body["chain"], *returned], key=weights.length)
 
 
 def load_unit_stride_axes(source: str) -> frozenset:
@@ -335,28 +365,25 @@ def _plus(steps: tuple, arithmetic: float = 0.0, transcendental: float = 0.0,
     return (steps[0] + arithmetic, steps[1] + transcendental, steps[2] + divisions)
 
 
-def _length(steps: tuple) -> float:
-    return steps[0] + EXP_STEPS * steps[1]
-
-
 def static_blocks(source: str) -> dict[str, int]:
     """Block sizes the kernel's body fixes itself (not launch parameters)."""
     return {block: int(size) for block, size in _STATIC_BLOCK.findall(source)}
 
 
 @functools.lru_cache(maxsize=1024)
-def kernel_phases(source: str) -> tuple:
+def kernel_phases(source: str, weights: ChainWeights = ChainWeights.of()) -> tuple:
     """The phases of a generated kernel's tile loop (see the module docstring), from its
     source: the `@triton.jit` function, with its decorators when the pointer types are to be
     read from the signature (otherwise every element is taken as 4 bytes), then any Triton
     functions it calls (a scan's combine function: each element goes through it
-    SCAN_COMBINES times; without its source, one addition)."""
+    SCAN_COMBINES times; without its source, one addition). Chains are weighed by `weights`
+    (`ChainWeights.of(spec)`; by default the spec fields' defaults)."""
     pointers = dict(_SIGNATURE_POINTER.findall(source))
     text = textwrap.dedent(source[source.index("def "):] if "def " in source else source)
     function, *called = [n for n in python_ast.parse(text).body if isinstance(n, ast.FunctionDef)]
     parameters = {a.arg for a in function.args.args}
-    reader = _PhaseReader(pointers, reduction="r0_numel" in parameters,
-                          combines={f.name: _steps_of(f) for f in called})
+    reader = _PhaseReader(pointers, reduction="r0_numel" in parameters, weights=weights,
+                          combines={f.name: _steps_of(f, weights) for f in called})
     loop = next((n for n in function.body if isinstance(n, ast.For)), None)
     top = {"looped": False, "accesses": [], "chain": (0.0, 0.0, 0.0), "reductions": 0,
            "scans": 0, "carried": 0}
