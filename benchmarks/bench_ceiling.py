@@ -22,7 +22,11 @@ config, under `seed`, `gxu` and gxu's rules alone; the table by kernel kind puts
 the model's pick among the configs that fit a thread's registers and autotune's search's
 pick, both replayed from the stored times. `--resume` keeps the kernels already in
 `--json` and measures the rest (visits to a GPU add up); `--gpus N` runs one process per
-GPU, each a shard of the sample, and merges their rows.
+GPU, each a shard of the sample, and merges their rows. A kernel that leaves the GPU's
+context unusable (a sticky CUDA error, such as a misaligned address) is kept as a
+`lost_context` row and ends the run with exit status 3, as every later launch in the
+process would fail; `--resume` then continues after it in a new process and does not
+retry it (other errors are retried).
 
 With `--corpus --autotune`, each kernel is planned once by autotune as a first max-autotune
 call meets it (empty autotune cache): the search's wall time (compiles included), the
@@ -470,7 +474,7 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
     from gxusim import corpus
     spec = gxusim.current_spec()
     kept = json.loads(Path(out).read_text()) if resume and out and Path(out).exists() else []
-    done = {row["id"] for row in kept if "candidates" in row}
+    done = {row["id"] for row in kept if "candidates" in row or row.get("lost_context")}
     rows, start = [row for row in kept if row["id"] in done], time.perf_counter()
     entries = corpus.load(path)
     unknown = sorted(set(kinds) - {e["kind"] for e in entries})
@@ -488,6 +492,8 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
         except Exception as error:  # noqa: BLE001 - one kernel that cannot run leaves the rest
             row = {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
                    "error": f"{type(error).__name__}: {str(error)[:300]}"}
+            if context_lost():
+                row["lost_context"] = True
         rows.append(row)
         timed = [c["seconds"] for c in row.get("candidates", []) if c["seconds"]]
         print(f"{entry['id']} {entry['kind']:<20} {entry['kernel'][:50]:<50} " +
@@ -499,8 +505,26 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
         if out:
             with open(out, "w") as f:
                 json.dump(rows, f)
+        if row.get("lost_context"):
+            break
     print_corpus_tables(rows, spec.name)
+    if rows and rows[-1].get("lost_context"):
+        print(f"the GPU's context was lost at kernel {rows[-1]['id']} ({rows[-1]['error'][:80]}"
+              f"); the rest need a new process: run again with --resume", flush=True)
+        raise SystemExit(3)
     return rows
+
+
+def context_lost() -> bool:
+    """Whether the GPU's context can no longer run anything: after a sticky error (a
+    misaligned address, an illegal access) every later call fails with it."""
+    import torch
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception:  # noqa: BLE001 - whatever the error, the context is unusable
+        return True
+    return False
 
 
 def print_corpus_tables(rows: list[dict], spec_name: str) -> None:

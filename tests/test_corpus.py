@@ -72,8 +72,12 @@ def test_the_split_is_a_hash_of_the_id_about_thirty_in_a_hundred_in_the_test_par
 
 
 def _build_module():
-    spec = importlib.util.spec_from_file_location(
-        "corpus_build", KERNELS.parent / "build.py")
+    return _script("corpus_build", KERNELS.parent / "build.py")
+
+
+def _script(name: str, path: Path):
+    """A benchmark script imported as a module (once a process)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
     spec.loader.exec_module(sys.modules[spec.name])
@@ -174,3 +178,33 @@ def test_gxusim_report_writes_a_page_for_a_measured_corpus(tmp_path):
     page = (tmp_path / "report" / "index.html").read_text()
     assert "test part: 1 kernels" in page and "k1" in page and "0.500 / 0.50" in page
     assert list((tmp_path / "report").glob("plot-corpus-test.png"))
+
+
+def test_a_kernel_that_loses_the_gpu_context_ends_the_run_and_resume_goes_past_it(
+        tmp_path, monkeypatch):
+    """After a sticky CUDA error every later launch in the process fails: the corpus run
+    keeps that kernel as `lost_context`, stops with exit status 3 instead of recording the
+    rest as failures, and `--resume` continues after it without retrying it."""
+    bench = _script("bench_ceiling", KERNELS.parents[1] / "bench_ceiling.py")
+    sample = bench.corpus_sample(corpus.load(KERNELS), "test", 3)
+    poisoned = sample[1]["id"]
+    measured = []
+
+    def measure(entry, spec, pool):
+        measured.append(entry["id"])
+        if entry["id"] == poisoned:
+            raise RuntimeError("CUDA error: misaligned address")
+        return {"id": entry["id"], "part": entry["part"], "kind": entry["kind"],
+                "candidates": []}
+    monkeypatch.setattr(bench, "measure_corpus_entry", measure)
+    monkeypatch.setattr(bench, "context_lost", lambda: True)
+    monkeypatch.setattr(bench, "print_corpus_tables", lambda rows, name: None)
+    out = tmp_path / "rows.json"
+    with pytest.raises(SystemExit) as stopped:
+        bench.measure_corpus(str(KERNELS), "test", 3, str(out), 1e9)
+    assert stopped.value.code == 3 and measured == [sample[0]["id"], poisoned]
+    rows = json.loads(out.read_text())
+    assert [r["id"] for r in rows] == measured and rows[1]["lost_context"]
+    rows = bench.measure_corpus(str(KERNELS), "test", 3, str(out), 1e9, resume=True)
+    assert measured[2:] == [sample[2]["id"]]
+    assert [r["id"] for r in rows] == [e["id"] for e in sample]
