@@ -1,4 +1,5 @@
 """GXU code generation on the CPU: policies, the spec clamp, launch checks, generated kernels."""
+import contextlib
 import dataclasses
 import os
 import subprocess
@@ -59,6 +60,17 @@ def test_builtin_policies_stay_within_the_spec_and_cover_every_tile(policy, nume
         plan = plan_launch(shape, numels, torch.float32, heuristics, spec)
         assert 1 <= plan.programs <= spec.max_grid and plan.num_warps <= spec.max_num_warps
         assert plan.programs * plan.tiles_per_program >= plan.n_tiles
+
+
+@contextlib.contextmanager
+def _policy(policy):
+    """The launch policy set to `policy` for the block, the one before given back after."""
+    before = current_heuristics()
+    gxusim.use_heuristics(policy)
+    try:
+        yield
+    finally:
+        gxusim.use_heuristics(before)
 
 
 def test_blocks_fixed_by_the_kernel_are_not_passed_and_set_the_tile_count():
@@ -247,11 +259,8 @@ def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
 
         def select_reduction(self, xnumel, rnumel, dtype):
             return ReductionConfig(64, 512, 16, num_stages=8)  # 128 KB chunks
-    gxusim.use_heuristics(Greedy())
-    try:
+    with _policy(Greedy()):
         launch, = _planned(lambda t: t.sum(1), (4096, 4096), "gxu-on-h200")
-    finally:
-        gxusim.use_heuristics("gxu")
     assert launch.meta["NUM_STAGES"] == 2  # one 128 KB chunk ahead fits in 228 KiB, two do not
     assert "lowered to 2" in launch.rules["num_stages"]
     assert "232448 B of shared memory" in launch.rules["num_stages"]
@@ -310,11 +319,8 @@ def test_chunk_loops_are_generated_pipelined_by_a_kernel_parameter():
 
 
 def test_a_policy_without_the_column_question_answers_it_with_select_reduction():
-    gxusim.use_heuristics("seed")
-    try:
+    with _policy("seed"):
         column, = _planned(lambda t: t.sum(0), (16384, 4096))
-    finally:
-        gxusim.use_heuristics("gxu")
     assert column.rules["XBLOCK"] == "seed.select_column_reduction"
     assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (1, 512)  # the seed's row answer
 
@@ -372,24 +378,20 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
             # 64 KB chunks
             return ReductionConfig(16 * 1024 // self.rblock, self.rblock, 4, num_stages=self.stages)
     planned = {}
-    try:
-        # (columns, R0_BLOCK, num_stages): 4 chunks a row unpipelined and pipelined, 1 chunk
-        # (launched at the depth asked, whatever the plan made of it)
-        for columns, rblock, stages in ((4096, 1024, 1), (4096, 1024, 3), (2048, 2048, 3)):
-            gxusim.use_heuristics(Deep(stages, rblock))
+    # (columns, R0_BLOCK, num_stages): 4 chunks a row unpipelined and pipelined, 1 chunk
+    # (launched at the depth asked, whatever the plan made of it)
+    for columns, rblock, stages in ((4096, 1024, 1), (4096, 1024, 3), (2048, 2048, 3)):
+        with _policy(Deep(stages, rblock)), launcher.capture() as captured:
             torch._dynamo.reset()
-            with launcher.capture() as captured:
-                torch.compile(lambda t: t.sum(1))(torch.randn(256, columns).to("gxu"))
-            launch, = captured
-            args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
-            meta = launch.plan.kernel_meta(launch.kernel.shape)
-            if columns == rblock:
-                meta["NUM_STAGES"] = stages
-            report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
-                                    num_warps=launch.plan.num_warps, spec="gxu", **meta)
-            planned[columns, stages] = launch.plan, report.occupancy
-    finally:
-        gxusim.use_heuristics("gxu")
+            torch.compile(lambda t: t.sum(1))(torch.randn(256, columns).to("gxu"))
+        launch, = captured
+        args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
+        meta = launch.plan.kernel_meta(launch.kernel.shape)
+        if columns == rblock:
+            meta["NUM_STAGES"] = stages
+        report = gxusim.emulate(launch.kernel.fn, launch.plan.grid, *args,
+                                num_warps=launch.plan.num_warps, spec="gxu", **meta)
+        planned[columns, stages] = launch.plan, report.occupancy
     (_, alone), (deep, buffered) = planned[4096, 1], planned[4096, 3]
     assert deep.num_stages == 2 and "lowered to 2" in deep.rules["num_stages"]
     assert alone.blocks_per_sm == 2
@@ -414,13 +416,9 @@ def test_the_emulator_reports_a_program_that_takes_more_shared_memory_than_the_s
 
         def select_one_pass_reduction(self, xnumel, rnumel, dtype):
             return ReductionConfig(16, 1024, 4, num_stages=2)  # 64 KB chunks
-    gxusim.use_heuristics(Chunked())
-    try:
+    with _policy(Chunked()), launcher.capture() as captured:
         torch._dynamo.reset()
-        with launcher.capture() as captured:
-            torch.compile(lambda t: t.sum(1))(torch.randn(256, 4096).to("gxu"))
-    finally:
-        gxusim.use_heuristics("gxu")
+        torch.compile(lambda t: t.sum(1))(torch.randn(256, 4096).to("gxu"))
     launch, = captured
     args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in launch.args]
     meta = launch.plan.kernel_meta(launch.kernel.shape)

@@ -102,7 +102,7 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         moved = sharing * steps * spilled * facts.num_warps * spec.warp_size * 8
         spill = {"spill_s": steps * spilled * spec.spill_s,
                  "spill_bandwidth": seconds_at(spec.spill_bandwidth, (1 - miss) * moved),
-                 **smooth_max_by_field(spec, 
+                 **smooth_max_by_field(spec,
                      {"spill_miss_s": steps * spilled * miss * spec.spill_miss_s},
                      {"sm_bandwidth": seconds_at(spec.sm_bandwidth, miss * moved)})}
     terms = dict.fromkeys((t.field for t in TERMS), 0.0)

@@ -17,11 +17,15 @@ import dataclasses
 import functools
 import re
 import textwrap
+from typing import Any
 
 from .. import python_ast
 from ..spec import HardwareSpec
 from .kernel_work import (ARITHMETIC_CALLS, REDUCTION_CALLS, SCAN_CALLS, TRANSCENDENTAL_CALLS,
                           WELFORD_UPDATES, assigns_a_value, call_name, count_operations)
+
+_SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(HardwareSpec)}
+
 
 @dataclasses.dataclass(frozen=True)
 class ChainWeights:
@@ -38,13 +42,17 @@ class ChainWeights:
     @classmethod
     def of(cls, spec: HardwareSpec | None = None) -> "ChainWeights":
         """The spec's weights; without one, the spec fields' defaults (the H200's)."""
-        values = {f.name: getattr(spec, f.name) if spec is not None else f.default
-                  for f in dataclasses.fields(HardwareSpec)}
-        return cls(values["math_call_weights"], values["unmeasured_call_weight"],
-                   values["division_weight"], values["welford_steps"], values["expf_steps"])
+        def value(name: str) -> Any:
+            return getattr(spec, name) if spec is not None else _SPEC_DEFAULTS[name]
+        return cls(value("math_call_weights"), value("unmeasured_call_weight"),
+                   value("division_weight"), value("welford_steps"), value("expf_steps"))
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, float]:
+        return dict(self.calls)
 
     def call(self, name: str) -> float:
-        return dict(self.calls).get(name, self.unmeasured)
+        return self._by_name.get(name, self.unmeasured)
 
     def length(self, steps: tuple) -> float:
         """A chain's length in steps: its arithmetic, and its expf's as steps."""

@@ -64,8 +64,8 @@ def l1_left(spec: HardwareSpec, blocks_per_sm: int, smem_per_block: float) -> fl
     The driver picks the smallest of the spec's carveouts that holds the resident programs'
     shared memory (6 of the 11 such kernels ncu read on the H200; the rest got a size or two
     more, leaving 124 KiB of L1 or more); a kernel past the spec's `smem_opt_in_bytes`
-    gets the largest: Triton's launcher then asks the driver to prefer shared memory. ncu on the H200,
-    column sums of 16384x4096 on 32 programs: 16 warps with 32 KiB rings, carveout 132 KiB,
+    gets the largest: Triton's launcher then asks the driver to prefer shared memory. ncu
+    on the H200, column sums of 16384x4096 on 32 programs: 16 warps with 32 KiB rings, carveout 132 KiB,
     805 us; with 64 KiB rings, 228 KiB (28 KiB of L1 left), 1,726-1,782 us; one warp with
     16 KiB rings (9 blocks by its registers), 164 KiB, 1.9 ms; with 24 KiB, 228 KiB, 6.2 ms."""
     if not spec.l1_bytes:

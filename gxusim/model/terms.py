@@ -2,8 +2,8 @@
 
 A term charges time to one spec field (`TERMS`); a kernel's predicted time is a sum of
 such charges where the GPU serialises work and a smooth max (`smooth_max`, the p-norm of
-the spec's `overlap_norm`) where it overlaps. `smooth_max_by_field` keeps the charges summing to the time, so a
-breakdown says which field each second came from.
+the spec's `overlap_norm`) where it overlaps. `smooth_max_by_field` keeps the charges
+summing to the time, so a breakdown says which field each second came from.
 """
 from __future__ import annotations
 
