@@ -233,6 +233,14 @@ class _Rules(GXUHeuristics):
     SEES_KERNEL = False
 
 
+def write_rows(path: str | Path, rows: list[dict], indent: int | None = None) -> None:
+    """`rows` as JSON at `path`, whole or not at all: written beside it, then moved over it,
+    so a run killed mid-write (a timeout) keeps the rows of its last complete write."""
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps(rows, indent=indent))
+    os.replace(partial, path)
+
+
 def _plan_row(plan, seconds: float | None, error: str = "", fits: bool | None = None) -> dict:
     return {"meta": plan.meta, "num_warps": plan.num_warps, "num_stages": plan.num_stages,
             "programs": plan.programs, "seconds": seconds, "predicted_s": plan.predicted_s,
@@ -422,7 +430,7 @@ def search_corpus(path: str, part: str, count: int, out: str | None, budget_s: f
         print(f"{row['id']} {row['kind']:<20} searched {row['search_s']:.1f} s, "
               f"{row['timed']} configs timed{share}", flush=True)
         if out:
-            Path(out).write_text(json.dumps(rows))
+            write_rows(out, rows)
     if rows:
         searched = [r["search_s"] for r in rows]
         shares = [r["ceiling_s"] / r["pick"]["seconds"] for r in rows if r["ceiling_s"]]
@@ -503,8 +511,7 @@ def measure_corpus(path: str, part: str, count: int, out: str | None, budget_s: 
                else row.get("error", "")[:120]),
               flush=True)
         if out:
-            with open(out, "w") as f:
-                json.dump(rows, f)
+            write_rows(out, rows)
         if row.get("lost_context"):
             break
     print_corpus_tables(rows, spec.name)
@@ -557,7 +564,7 @@ def measure_corpus_on_gpus(gpus: int, out: str) -> None:
     failed = [k for k, process in enumerate(running) if process.wait() != 0]
     rows = {row["id"]: row for shard in shards if Path(shard).exists()
             for row in json.loads(Path(shard).read_text())}
-    Path(out).write_text(json.dumps(list(rows.values())))
+    write_rows(out, list(rows.values()))
     print_corpus_tables(list(rows.values()), gxusim.current_spec().name)
     if failed:
         raise SystemExit(f"corpus shards {failed} failed; their measured rows are kept in {out}")
@@ -638,8 +645,7 @@ def main() -> None:
               flush=True)
         rows.sort(key=lambda r: [c.name for c in chosen].index(r["case"]))
         if args.json:  # after every case: a run cut short keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
+            write_rows(args.json, rows, indent=1)
     print(_table(rows))
 
 

@@ -208,3 +208,15 @@ def test_a_kernel_that_loses_the_gpu_context_ends_the_run_and_resume_goes_past_i
     rows = bench.measure_corpus(str(KERNELS), "test", 3, str(out), 1e9, resume=True)
     assert measured[2:] == [sample[2]["id"]]
     assert [r["id"] for r in rows] == [e["id"] for e in sample]
+
+
+def test_a_corpus_run_cut_short_while_writing_keeps_its_last_complete_rows(tmp_path):
+    """A run killed by a timeout may be killed while it writes its rows: the file then
+    holds the rows of the last complete write, never a truncated one that --resume cannot
+    read (a GPU visit lost 28 kernels' rows that way)."""
+    bench = _script("bench_ceiling", KERNELS.parents[1] / "bench_ceiling.py")
+    out = tmp_path / "rows.json"
+    bench.write_rows(out, [{"id": "k1"}])
+    with pytest.raises(TypeError):  # fails part way through serialising, as a kill would
+        bench.write_rows(out, [{"id": "k1"}, {"id": "k2", "seconds": object()}])
+    assert json.loads(out.read_text()) == [{"id": "k1"}]
