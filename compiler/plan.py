@@ -28,8 +28,7 @@ from gxusim import python_ast
 from gxusim.model import core, launch_facts, residency
 from gxusim.kernel_args import NUMEL_ARGS
 from gxusim.model.kernel_work import KernelWork, kernel_work
-from gxusim.model.phases import (ChainWeights, kernel_phases, load_unit_stride_axes,
-                                 static_blocks)
+from gxusim.model.phases import kernel_phases, load_unit_stride_axes, static_blocks
 from gxusim.spec import HardwareSpec
 from gxusim.traits import KernelTraits
 
@@ -209,8 +208,7 @@ class LaunchPlan:
             residency.blocks_per_sm(spec, self.num_warps), work.flops, work.transcendentals,
             work.scans * chunks,
             launch_facts.launch_phases(shape.source, self.meta, chunks,
-                                     stages=self.pipeline_stages(shape),
-                                     weights=ChainWeights.of(spec)),
+                                     stages=self.pipeline_stages(shape), spec=spec),
             footprint_bytes=bytes_moved)
 
     def pipeline_stages(self, shape: KernelShape) -> int:

@@ -38,6 +38,12 @@ class HardwareSpec:
     mem_bandwidth: float  # bytes/s, DRAM
     clock_hz: float
     launch_overhead_s: float
+    # The memory system's units: the widest access one thread issues in one instruction
+    # (CUDA: ld.global.v4.b32, 16 bytes; a longer run takes several), and the unit DRAM and
+    # L2 move (a 32-byte sector: a run narrower than one still moves it whole).
+    vector_bytes: int = 16
+    sector_bytes: int = 32
+    l1_line_bytes: int = 128  # the L1's line: a shorter run still holds one
     # Performance-model coefficients (`terms.TERMS` says what each one times).
     memory_latency_s: float = 6e-7  # one memory round trip of a tile (or a chunk loop's first)
     loop_round_trip_s: float = 5.0e-7  # unpipelined chunk loop: one memory wait of a thread
@@ -119,6 +125,10 @@ class HardwareSpec:
     # issues on, and its Newton steps (measured beside the calls above).
     division_weight: float = 0.82
     welford_steps: float = 10.0  # one element into a Welford accumulator: its FMAs
+    # Times a block scan runs its combine function per element: into its thread's running
+    # value (a thread scans its own elements in order), then with the carry of the threads
+    # before it.
+    scan_combines: float = 2.0
     # How bounds that overlap combine into a time: the p of their p-norm (1: they add; the
     # larger, the more the slowest alone decides). The model's one combining rule.
     overlap_norm: float = 4.0
@@ -191,7 +201,8 @@ class HardwareSpec:
 _POSITIVE_INTS = (
     "sm_count", "max_grid", "max_num_warps", "max_blocks_per_sm", "max_warps_per_sm",
     "warp_size", "max_threads_per_block", "regs_per_sm", "smem_per_sm", "max_regs_per_thread",
-    "register_alloc_unit", "register_sub_partitions", "ptxas_capability",
+    "register_alloc_unit", "register_sub_partitions", "ptxas_capability", "vector_bytes",
+    "sector_bytes", "l1_line_bytes",
 )
 _POSITIVE_FLOATS = ("mem_bandwidth", "clock_hz")
 _CACHE_BYTES = ("l2_bytes", "l1_bytes", "l2_kept_bytes", "l2_kept_none_bytes")  # 0: not modelled
@@ -212,7 +223,7 @@ ESTIMATES = ("word_issue_steps", "live_per_carried", "round_trips_per_load",
              "loop_store_instructions", "loop_narrow_run_instructions", "tile_instructions",
              "tile_element_instructions", "tile_expf_instructions",
              "tile_division_instructions", "unmeasured_call_weight", "expf_steps",
-             "division_weight", "welford_steps")
+             "division_weight", "welford_steps", "scan_combines")
 # Tables of the [estimates] table (name = value).
 ESTIMATE_TABLES = ("math_call_weights",)
 
@@ -258,7 +269,8 @@ def _is_power_of_two(value: int) -> bool:
 
 
 def _check_powers_of_two(spec: HardwareSpec) -> None:
-    for field in ("max_num_warps", "warp_size"):
+    for field in ("max_num_warps", "warp_size", "vector_bytes", "sector_bytes",
+                  "l1_line_bytes"):
         if not _is_power_of_two(getattr(spec, field)):
             _fail(spec, field, "must be a power of two (Triton's num_warps and warp sizes are)")
 
@@ -300,6 +312,14 @@ def _check_consistency(spec: HardwareSpec) -> None:
 
 
 _RULES = (_check_types, _check_positive, _check_powers_of_two, _check_consistency)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(HardwareSpec)
+             if f.default is not dataclasses.MISSING}
+
+
+def spec_value(spec: HardwareSpec | None, field: str) -> Any:
+    """`spec`'s value of `field`; without a spec, the field's default (the H200's), for
+    code that reads a kernel before any spec is chosen."""
+    return getattr(spec, field) if spec is not None else _DEFAULTS[field]
 FIELDS = tuple(f.name for f in dataclasses.fields(HardwareSpec))
 
 

@@ -14,7 +14,7 @@ import torch
 import gxusim
 from gxusim.model import caches, core, evidence, launch_facts, pipelined, tile
 from gxusim.model.fit import fit
-from gxusim.model.phases import kernel_phases
+from gxusim.model.phases import ChainWeights, kernel_phases
 from triton_kernels.generated import EMBEDDING_SUM, K_TRANSPOSE
 from gxusim.model.launch_facts import LaunchFacts, PhaseFacts, facts_from_dict, launch_phases
 from gxusim.model.evidence import spilled_registers
@@ -1489,35 +1489,58 @@ def test_a_kernel_past_the_opt_in_shared_memory_leaves_the_sm_its_least_l1():
 
 def test_every_element_of_a_scan_goes_through_its_combine_function():
     """A logcumsumexp combines with an exp and a log1p where a cumsum adds: its scan's
-    elements carry that work (SCAN_COMBINES calls each), in the plan's phases (read from the
-    kernel and the functions it calls) and in the emulator's alike; a cumsum's scan, one
-    addition a call."""
-    from gxusim.model.phases import SCAN_COMBINES
+    elements carry that work (the spec's `scan_combines` calls each), in the plan's phases
+    (read from the kernel and the functions it calls) and in the emulator's alike; a
+    cumsum's scan, one addition a call. A spec whose scans combine twice as often charges
+    the logcumsumexp's combine twice over."""
+    spec = gxusim.current_spec()
     x = torch.randn(16, 3000)
 
-    def scanned(fn):
+    def scanned(fn, weights=ChainWeights.of(spec)):
         gxusim.clear_launches()
         torch.compile(fn)(x.to("gxu"))
         (launch,) = [launch for launch in gxusim.launches() if launch.policy != "extern"]
-        planned = next(p for p in kernel_phases(launch.source) if p.scans)
+        planned = next(p for p in kernel_phases(launch.source, weights) if p.scans)
         emulated = next(p for p in launch.facts.phases if p.scans)
-        return planned, emulated
-    (log_planned, log_emulated), (sum_planned, sum_emulated) = \
+        return planned, emulated, launch.source
+    (log_planned, log_emulated, log_source), (sum_planned, sum_emulated, _) = \
         scanned(lambda t: t.logcumsumexp(-1)), scanned(lambda t: t.cumsum(-1))
-    weights = dict(gxusim.load_spec("gxu-on-h200").math_call_weights)
+    weights = dict(spec.math_call_weights)
     combine = weights["exp"] + weights["log1p"]
-    assert log_planned.transcendental_steps >= SCAN_COMBINES * combine
+    assert log_planned.transcendental_steps >= spec.scan_combines * combine
     assert (log_emulated.arithmetic_steps, log_emulated.transcendental_steps) == \
         (log_planned.arithmetic_steps, log_planned.transcendental_steps)
     assert sum_planned.transcendental_steps == sum_emulated.transcendental_steps == 0
-    assert SCAN_COMBINES <= sum_planned.arithmetic_steps < log_planned.arithmetic_steps
+    assert spec.scan_combines <= sum_planned.arithmetic_steps < log_planned.arithmetic_steps
+    doubled = ChainWeights.of(spec.replace(scan_combines=2 * spec.scan_combines))
+    twice = next(p for p in kernel_phases(log_source, doubled) if p.scans)
+    assert twice.transcendental_steps - log_planned.transcendental_steps == \
+        pytest.approx(spec.scan_combines * combine)
+
+
+def test_the_memory_units_are_spec_data():
+    """How an access is cut into vectors, sectors and L1 lines comes from the spec: halving
+    `vector_bytes` doubles a contiguous load's instructions; a column sum's 8-column tile
+    reads runs of 32 bytes, whole 32-byte sectors, which move twice their bytes in
+    64-byte sectors; a unit that is not a power of two is refused naming the field."""
+    h200 = gxusim.load_spec("gxu-on-h200")
+    blocks = {"XBLOCK": 8, "R0_BLOCK": 512}
+    row = next(p for p in launch_phases(ROW_SUM, blocks, 4, spec=h200) if p.looped)
+    narrow = next(p for p in launch_phases(ROW_SUM, blocks, 4, spec=h200.replace(
+        vector_bytes=8)) if p.looped)
+    assert narrow.load_accesses == 2 * row.load_accesses
+    column = next(p for p in launch_phases(COL_SUM, blocks, 4, spec=h200) if p.looped)
+    wide = next(p for p in launch_phases(COL_SUM, blocks, 4, spec=h200.replace(
+        sector_bytes=64)) if p.looped)
+    assert column.sector_bytes == column.load_bytes and wide.sector_bytes == 2 * column.load_bytes
+    with pytest.raises(gxusim.SpecError, match="sector_bytes"):
+        h200.replace(sector_bytes=48)
 
 
 def test_a_specs_math_call_weights_are_what_the_model_charges_a_call():
     """The chain weights are spec data: a spec whose tanh costs twice the H200's gives a
     GELU's element a longer chain and a slower prediction; a call the table does not name
     weighs `unmeasured_call_weight`; a bad table is refused naming the field."""
-    from gxusim.model.phases import ChainWeights
     h200 = gxusim.load_spec("gxu-on-h200")
     weights = dict(h200.math_call_weights)
     slow_tanh = h200.replace(math_call_weights={**weights, "tanh": 2 * weights["tanh"]})
@@ -1526,7 +1549,7 @@ def test_a_specs_math_call_weights_are_what_the_model_charges_a_call():
     assert slow.transcendental_steps == pytest.approx(base.transcendental_steps + weights["tanh"])
     blocks = {"XBLOCK": 1024}
     facts = [LaunchFacts(32, 4, 64, 1024, 1e6, 1, phases=launch_phases(
-        TANH_GELU, blocks, 1, weights=ChainWeights.of(spec))) for spec in (h200, slow_tanh)]
+        TANH_GELU, blocks, 1, spec=spec)) for spec in (h200, slow_tanh)]
     assert predict_seconds(facts[1], slow_tanh) > predict_seconds(facts[0], h200)
     unnamed = h200.replace(math_call_weights={k: v for k, v in weights.items() if k != "tanh"})
     (fallback,) = kernel_phases(TANH_GELU, ChainWeights.of(unnamed))

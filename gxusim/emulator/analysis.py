@@ -10,7 +10,6 @@ import numpy as np
 
 from ..findings import Finding
 from ..model import core, launch_facts
-from ..model.phases import ChainWeights
 from ..spec import HardwareSpec
 from . import checks, occupancy
 from . import dtypes as D
@@ -64,7 +63,7 @@ def sector_traffic(report: EmulationReport, compiled: Specialisation, arguments:
             eff = occupancy.sector_efficiency(outputs["samp_off"][k, :numel],
                                               outputs["samp_mask"][k, :numel], site.shape,
                                               arguments.buffers[site.base].base, eb, num_warps,
-                                              spec.warp_size)
+                                              spec)
             report.coalescing[f"{site.kind} {site.base} ({site.where.split(':')[0]})"] = eff
         traffic += float(counts[k]) * eb / eff
     return traffic
@@ -114,7 +113,7 @@ def tile_phases(compiled: Specialisation, arguments: LaunchArguments,
     blocks = _blocks(arguments)
     return launch_facts.launch_phases(_source(compiled), blocks, _chunks(arguments, blocks),
                                     _element_bytes(arguments), blocks.get("NUM_STAGES", 1),
-                                    ChainWeights.of(spec))
+                                    spec)
 
 
 def _source(compiled: Specialisation) -> str:

@@ -41,7 +41,6 @@ from .ir import Reduce, Val, walk
 from .planner import Group, base_reads, operands
 
 REGISTER_OVERHEAD = 16
-SECTOR_BYTES = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +67,18 @@ class Occupancy:
                 f"{self.limiter}), {self.regs_per_thread} regs/thread, {self.waves} wave(s)")
 
 
-def blocked_layout(shape: tuple, num_warps: int, warp_size: int, elem_bytes: int) -> BlockedLayout:
+def blocked_layout(shape: tuple, num_warps: int, warp_size: int, elem_bytes: int,
+                   vector_bytes: int = 16) -> BlockedLayout:
+    """Triton's default blocked layout of a block: each thread a vector of the fastest
+    dimension (`vector_bytes` wide), then lanes and warps along the dimensions in order."""
     rank = len(shape)
     order = tuple(reversed(range(rank)))
     threads = num_warps * warp_size
     numel = math.prod(shape)
     spt = [1] * rank
     fastest = order[0]
-    spt[fastest] = max(1, min(16 // max(1, elem_bytes), numel // threads, shape[fastest]))
+    spt[fastest] = max(1, min(vector_bytes // max(1, elem_bytes), numel // threads,
+                              shape[fastest]))
     tpw, wpc = [1] * rank, [1] * rank
     lanes, warps = warp_size, num_warps
     for d in order:
@@ -101,27 +104,29 @@ EFFICIENCY_MEMO_ENTRIES = 4096
 
 
 def sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_elem: int,
-                      elem_bytes: int, num_warps: int, warp_size: int) -> float:
-    """Useful bytes / sector bytes of one block access, from its element offsets and mask
-    (memoised on their contents and the layout parameters)."""
+                      elem_bytes: int, num_warps: int, spec: HardwareSpec) -> float:
+    """Useful bytes / sector bytes of one block access, from its element offsets and mask,
+    in the spec's sectors and layout (memoised on their contents and the layout parameters)."""
     digest = hashlib.blake2b(np.ascontiguousarray(offsets), digest_size=16)
     digest.update(np.ascontiguousarray(mask))
+    units = (spec.warp_size, spec.vector_bytes, spec.sector_bytes)
     key = (digest.digest(), offsets.dtype.str, mask.dtype.str, shape, base_elem, elem_bytes, num_warps,
-           warp_size)
+           units)
     eff = _EFFICIENCY_MEMO.get(key)
     if eff is None:
         if len(_EFFICIENCY_MEMO) >= EFFICIENCY_MEMO_ENTRIES:
             _EFFICIENCY_MEMO.clear()  # bounded; clear() is safe under concurrent launches
         eff = _EFFICIENCY_MEMO[key] = _count_sector_efficiency(offsets, mask, shape, base_elem,
-                                                               elem_bytes, num_warps, warp_size)
+                                                               elem_bytes, num_warps, *units)
     return eff
 
 
 def _count_sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple, base_elem: int,
-                             elem_bytes: int, num_warps: int, warp_size: int) -> float:
+                             elem_bytes: int, num_warps: int, warp_size: int, vector_bytes: int,
+                             sector_bytes: int) -> float:
     if not shape or not mask.any():
         return 1.0
-    layout = blocked_layout(shape, num_warps, warp_size, elem_bytes)
+    layout = blocked_layout(shape, num_warps, warp_size, elem_bytes, vector_bytes)
     coords = np.unravel_index(np.arange(math.prod(shape)), shape)
     warp = np.zeros(len(coords[0]), np.int64)
     rep = np.zeros(len(coords[0]), np.int64)
@@ -131,12 +136,12 @@ def _count_sector_efficiency(offsets: np.ndarray, mask: np.ndarray, shape: tuple
         rep = rep * max(1, -(-shape[d] // (spt * tpw * wpc))) + c // (spt * tpw * wpc)
     active = mask.astype(bool)
     instr = (warp * (rep.max() + 1) + rep)[active]
-    sector = ((offsets[active] + base_elem) * elem_bytes) // SECTOR_BYTES
+    sector = ((offsets[active] + base_elem) * elem_bytes) // sector_bytes
     sector -= sector.min()
     # distinct elements (replicated lanes read the same address once)
     unique_elems = len(np.unique(offsets[active]))
     sectors = len(np.unique(instr * (int(sector.max()) + 1) + sector))
-    return min(1.0, unique_elems * elem_bytes / (sectors * SECTOR_BYTES))
+    return min(1.0, unique_elems * elem_bytes / (sectors * sector_bytes))
 
 
 def estimate_registers(live_words: list[tuple[int, int]], num_warps: int, spec: HardwareSpec,

@@ -20,7 +20,7 @@ import dataclasses
 
 from ..spec import HardwareSpec
 from ..triton_launch import Resources
-from .launch_facts import VECTOR_BYTES, LaunchFacts, PhaseFacts, pipelined
+from .launch_facts import LaunchFacts, PhaseFacts, pipelined
 from .machine_code import ChunkLoop, chunk_code
 from .residency import residency
 
@@ -148,7 +148,7 @@ def estimated_instructions(phase: PhaseFacts, facts: LaunchFacts, spec: Hardware
             spec.loop_step_instructions * phase.arithmetic_steps +
             spec.loop_expf_instructions * phase.transcendental_steps) + (
             spec.loop_copied_load_instructions * copied +
-            spec.loop_store_instructions * phase.store_bytes / VECTOR_BYTES +
+            spec.loop_store_instructions * phase.store_bytes / spec.vector_bytes +
             spec.loop_narrow_run_instructions * phase.narrow_runs) / threads
     return spec.tile_instructions + per_thread * (
         spec.tile_element_instructions +

@@ -14,11 +14,7 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .phases import ChainWeights, Phase, kernel_phases, static_blocks
-from ..spec import HardwareSpec
-
-VECTOR_BYTES = 16  # one vectorised load per thread (ld.global.v4.b32)
-SECTOR_BYTES = 32  # the unit the memory system moves
-L1_LINE_BYTES = 128
+from ..spec import HardwareSpec, spec_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,20 +128,34 @@ class LaunchFacts:
 
 def launch_phases(source: str, blocks: Mapping[str, int], chunks: int,
                   pointer_bytes: Mapping[str, int] | None = None, stages: int = 1,
-                  weights: ChainWeights = ChainWeights.of()) -> tuple:
+                  spec: HardwareSpec | None = None) -> tuple:
     """The `PhaseFacts` of one tile of a kernel launched with these block sizes (the plan's
     meta; block sizes the kernel's body fixes win), reduction chunks per tile (1 unless
-    looped) and chunk-loop pipelining depth, its chains weighed by the spec's `weights`.
+    looped) and chunk-loop pipelining depth, its chains weighed by the spec's estimates
+    (`ChainWeights`) and its accesses cut into the spec's vectors, sectors and lines
+    (without a spec: the fields' defaults, the H200's).
     Element sizes come from the signature in the source's decorator, or `pointer_bytes`
     (pointer argument name -> bytes per element) when given (the emulator knows them)."""
-    phases, size = sized_phases(source, blocks, pointer_bytes, weights)
+    phases, size = sized_phases(source, blocks, pointer_bytes, ChainWeights.of(spec))
     block = math.prod(size.values())
     # A buffer the kernel reads again evict_first (Inductor's last read of a value read
     # twice) loses its evict_last lines' hold: on the H200 an evict_first read of 1-64 MB
     # read evict_last before leaves nothing for the next launch (benchmarks/l2_kept.py).
     released = frozenset(a.pointer for phase in phases for a in phase.accesses
                          if a.eviction == "evict_first")
-    return tuple(_phase_facts(phase, size, block, chunks, stages, released) for phase in phases)
+    units = MemoryUnits(*(spec_value(spec, name)
+                          for name in ("vector_bytes", "sector_bytes", "l1_line_bytes")))
+    return tuple(_phase_facts(phase, size, block, chunks, stages, units, released)
+                 for phase in phases)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryUnits:
+    """The spec's units an access is cut into: vectors (one thread's widest access),
+    sectors (what DRAM and L2 move) and L1 lines, in bytes."""
+    vector: int
+    sector: int
+    l1_line: int
 
 
 def pipelined(stages: int, chunks: int) -> bool:
@@ -189,7 +199,8 @@ def sized_phases(source: str, blocks: Mapping[str, int],
 
 
 def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
-                 stages: int, released: frozenset = frozenset()) -> PhaseFacts:
+                 stages: int, units: MemoryUnits, released: frozenset = frozenset()
+                 ) -> PhaseFacts:
     def elements(axes: Iterable[str]) -> int:
         return math.prod(size[a] for a in axes)
 
@@ -205,22 +216,22 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         return math.prod(size[a] for a in access.unit_axes & access.axes) * access.element_bytes
 
     def accesses(access: Any) -> float:
-        """Load instructions of the whole block: each run in vectors of at most VECTOR_BYTES."""
-        return moved(access) / min(VECTOR_BYTES, run(access))
+        """Load instructions of the whole block: each run in vectors of at most a vector."""
+        return moved(access) / min(units.vector, run(access))
 
     def sectors(access: Any) -> float:
-        """Bytes of the 32-byte sectors an access touches: each run rounded up to whole
-        sectors (an access without a known unit-stride axis: as many bytes as it moves)."""
+        """Bytes of the sectors an access touches: each run rounded up to whole sectors
+        (an access without a known unit-stride axis: as many bytes as it moves)."""
         length = run(access)
-        whole = math.ceil(length / SECTOR_BYTES) * SECTOR_BYTES if access.unit_axes else length
+        whole = math.ceil(length / units.sector) * units.sector if access.unit_axes else length
         return moved(access) * whole / length
 
     def shared_share(access: Any) -> float:
         """The share of the access's sectors beside its run, where tiles continue it."""
         along_tiles = access.unit_axes & access.axes & {"x", "y"}
-        return max(0.0, 1 - run(access) / SECTOR_BYTES) if along_tiles else 0.0
+        return max(0.0, 1 - run(access) / units.sector) if along_tiles else 0.0
 
-    narrow = [(a, moved(a) / run(a)) for a in loads if run(a) < VECTOR_BYTES]
+    narrow = [(a, moved(a) / run(a)) for a in loads if run(a) < units.vector]
     # A gather whose table rows run along another axis than its indices reads them
     # vectorised along that axis, where the block has more than one element on it: the
     # indices are converted to its layout in shared memory. The gxu embedding mean (128
@@ -243,7 +254,7 @@ def _phase_facts(phase: Phase, size: Mapping[str, int], block: int, chunks: int,
         carried=phase.carried, divisions=phase.divisions,
         sector_bytes=float(sum(sectors(a) for a in streamed)),
         load_accesses=float(sum(accesses(a) for a in loads)),
-        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < L1_LINE_BYTES)),
+        short_runs=float(sum(moved(a) / run(a) for a in loads if run(a) < units.l1_line)),
         narrow_runs=float(sum(runs for _, runs in narrow)),
         narrow_shared_share=sum(runs * shared_share(a) for a, runs in narrow) /
         max(1.0, sum(runs for _, runs in narrow)),

@@ -17,35 +17,32 @@ import dataclasses
 import functools
 import re
 import textwrap
-from typing import Any
 
 from .. import python_ast
-from ..spec import HardwareSpec
+from ..spec import HardwareSpec, spec_value
 from .kernel_work import (ARITHMETIC_CALLS, REDUCTION_CALLS, SCAN_CALLS, TRANSCENDENTAL_CALLS,
                           WELFORD_UPDATES, assigns_a_value, call_name, count_operations)
-
-_SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(HardwareSpec)}
-
 
 @dataclasses.dataclass(frozen=True)
 class ChainWeights:
     """What the spec's [estimates] say an element's operations add to its dependency chain:
     a math call's expf's (`math_call_weights`, else `unmeasured_call_weight`), a division's
-    (`division_weight`), a Welford update's steps (`welford_steps`), and an expf in steps
-    (`expf_steps`), by which chains are compared."""
+    (`division_weight`), a Welford update's steps (`welford_steps`), the times a scan runs
+    its combine function (`scan_combines`), and an expf in steps (`expf_steps`), by which
+    chains are compared."""
     calls: tuple
     unmeasured: float
     division: float
     welford: float
+    scan_combines: float
     expf_steps: float
 
     @classmethod
     def of(cls, spec: HardwareSpec | None = None) -> "ChainWeights":
         """The spec's weights; without one, the spec fields' defaults (the H200's)."""
-        def value(name: str) -> Any:
-            return getattr(spec, name) if spec is not None else _SPEC_DEFAULTS[name]
-        return cls(value("math_call_weights"), value("unmeasured_call_weight"),
-                   value("division_weight"), value("welford_steps"), value("expf_steps"))
+        return cls(*(spec_value(spec, name) for name in (
+            "math_call_weights", "unmeasured_call_weight", "division_weight", "welford_steps",
+            "scan_combines", "expf_steps")))
 
     @functools.cached_property
     def _by_name(self) -> dict[str, float]:
@@ -59,9 +56,6 @@ class ChainWeights:
         return steps[0] + self.expf_steps * steps[1]
 
 
-# A block scan combines each element twice: into its thread's running value (a thread
-# scans its own elements in order), then with the carry of the threads before it.
-SCAN_COMBINES = 2
 # A block size the kernel body fixes itself: persistent reductions' R0_BLOCK, no-x-dim
 # reductions' XBLOCK = 1.
 _STATIC_BLOCK = re.compile(r"^\s*(XBLOCK|YBLOCK|R0_BLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)",
@@ -243,7 +237,7 @@ class _PhaseReader:
                 return steps, axes
             if name in SCAN_CALLS:
                 combine = self.combines.get(_combine_function(node), (1.0, 0.0, 0.0))
-                return _plus(steps, *(SCAN_COMBINES * part for part in combine)), axes
+                return _plus(steps, *(self.weights.scan_combines * part for part in combine)), axes
             if name in TRANSCENDENTAL_CALLS:
                 return _plus(steps, transcendental=self.weights.call(name)), axes
             if name in WELFORD_UPDATES:
@@ -384,7 +378,7 @@ def kernel_phases(source: str, weights: ChainWeights = ChainWeights.of()) -> tup
     source: the `@triton.jit` function, with its decorators when the pointer types are to be
     read from the signature (otherwise every element is taken as 4 bytes), then any Triton
     functions it calls (a scan's combine function: each element goes through it
-    SCAN_COMBINES times; without its source, one addition). Chains are weighed by `weights`
+    `scan_combines` times; without its source, one addition). Chains are weighed by `weights`
     (`ChainWeights.of(spec)`; by default the spec fields' defaults)."""
     pointers = dict(_SIGNATURE_POINTER.findall(source))
     text = textwrap.dedent(source[source.index("def "):] if "def " in source else source)

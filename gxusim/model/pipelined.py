@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..spec import HardwareSpec
 from .caches import CachedRows, l1_cache_bytes
-from .launch_facts import L1_LINE_BYTES, LaunchFacts, PhaseFacts
+from .launch_facts import LaunchFacts, PhaseFacts
 from .terms import round_trips, seconds_at, sm_bytes, smooth_max_by_field
 
 
@@ -60,7 +60,7 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
     copy = seconds_at(spec.async_copy_bandwidth, moved)
     # A run narrower than a 16-byte vector is copied through L1 (cp.async.ca), holding
     # a line until it lands: the L1 that shared memory leaves bounds the runs in flight.
-    lines = l1_cache_bytes(facts, spec) / L1_LINE_BYTES
+    lines = l1_cache_bytes(facts, spec) / spec.l1_line_bytes
     narrow = {field: sharing * phase.narrow_runs * seconds / max(1.0, lines)
               for field, seconds in narrow_line_hold(phase, facts, spec).items()} \
         if phase.narrow_runs and lines < math.inf else {}

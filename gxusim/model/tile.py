@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..spec import HardwareSpec
 from .caches import CachedRows
 from .evidence import register_budget
-from .launch_facts import VECTOR_BYTES, LaunchFacts, PhaseFacts
+from .launch_facts import LaunchFacts, PhaseFacts
 from .terms import first_round_trip, round_trips, seconds_at, sm_bytes, smooth_max_by_field
 
 
@@ -29,7 +29,7 @@ def memory_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec, shar
     bandwidth = seconds_at(spec.sm_bandwidth, sm_bytes(phase, sharing))
     threads = facts.num_warps * spec.warp_size
     latency = first_round_trip(phase, reused, spec)
-    accesses = (phase.load_bytes + phase.store_bytes) / (VECTOR_BYTES * threads)
+    accesses = (phase.load_bytes + phase.store_bytes) / (spec.vector_bytes * threads)
     slots = in_flight_vectors(facts, spec)
     if cached.bytes:  # lines L2 kept (`cached_rows`): each round trip is L2's
         hits = min(1.0, cached.bytes / phase.load_bytes)
