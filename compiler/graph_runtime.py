@@ -121,16 +121,35 @@ def compiling_ahead(call: Any, refusal: Optional[str]) -> Any:
                               if isinstance(a, torch.Tensor) else a for a in args)
             if signature not in seen:
                 seen.add(signature)
-                _collect(call, list(args))  # `call` empties the list it is given
+                _collect(call, _copies(args))
         return call(args)
     return call_compiling_ahead
 
 
+def _copies(args: list) -> list:
+    """The arguments, each tensor a view of a copy of its storage (its size, strides and
+    offset kept, and storages shared between arguments shared between their copies): the
+    collecting call writes into what it is given, and a graph may write into its inputs
+    without mutating them in the graph's terms (a backward graph reuses the memory of the
+    saved activations donated to it: the collected extern kernels' outputs would overwrite
+    them before the real call reads them)."""
+    storages: dict[int, Any] = {}
+    copies = []
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            copy = storages.setdefault(storage.data_ptr(), storage.clone())
+            value = torch.empty(0, dtype=value.dtype, device=value.device).set_(
+                copy, value.storage_offset(), value.size(), value.stride())
+        copies.append(value)
+    return copies
+
+
 def _collect(call: Any, args: list) -> None:
-    """`call` with its launches collected, not run or recorded. The generators' states are
-    restored after it (the real call draws the graph's seeds again), and an extern kernel
-    that fails on the buffers no kernel wrote ends the collection early: what it collected
-    still compiles."""
+    """`call` with its launches collected, not run or recorded, on copies of its arguments
+    (`_copies`). The generators' states are restored after it (the real call draws the
+    graph's seeds again), and an extern kernel that fails on the buffers no kernel wrote
+    ends the collection early: what it collected still compiles."""
     with torch.random.fork_rng(devices=[]), target.collecting_launches(), \
             launch_records.collecting():  # its extern calls are not launch records either
         state = torch.gxu.get_rng_state()

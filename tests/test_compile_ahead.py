@@ -83,6 +83,34 @@ def test_collecting_leaves_random_numbers_and_mutated_inputs_as_they_were(tmp_pa
     assert 0.5 < sum(v != 0 for v in plain["draw"]) / 2000 < 0.7
 
 
+def test_the_collecting_call_never_writes_into_the_real_calls_inputs(tmp_path):
+    """A graph may write into its inputs without mutating them in the graph's terms: a
+    backward graph reuses the memory of the saved activations donated to it (a Llama
+    training step's gradients were garbage with compile workers on). The collecting call
+    runs on copies: the real call reads the inputs as the caller gave them, with their
+    strides, offsets and shared storage."""
+    code = """
+        import json, torch
+        from gxusim.compiler.graph_runtime import compiling_ahead
+        seen = []
+
+        def call(args):
+            row, column = args
+            args.clear()
+            seen.append([row.tolist(), column.tolist(),
+                         row.untyped_storage().data_ptr() == column.untyped_storage().data_ptr()])
+            row.fill_(-1.0)  # as Inductor's wrapper writes a buffer into donated memory
+            return None
+        base = torch.arange(12.0, device="gxu").view(3, 4)
+        compiling_ahead(call, None)([base[1], base[:, 2]])
+        print(json.dumps({"seen": seen, "base": base.cpu().tolist()}))
+    """
+    result = _python(code, tmp_path, workers=1)
+    collected, real = result["seen"]
+    assert collected == real == [[4.0, 5.0, 6.0, 7.0], [2.0, 6.0, 10.0], True], result
+    assert result["base"][1] == [-1.0] * 4  # the real call's own write stays
+
+
 def test_a_worker_that_dies_is_replaced_and_its_launch_still_runs(tmp_path):
     """A killed worker costs the launch it held a compile here, not the pool: the next
     graph's modules are compiled by a new worker."""
