@@ -337,7 +337,8 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="compile a real model (a zoo model: random weights, "
                                           "no download) for gxu, run it on the current target "
                                           "with a progress bar over its kernels, compare with eager")
-    run.add_argument("model", help="resnet18, gpt2, bert or encoder_layer")
+    run.add_argument("model", help="resnet18, mobilenet_v3_small, gpt2, bert, llama or "
+                     "encoder_layer")
     run.add_argument("--train", action="store_true",
                      help="a training step (loss and every gradient), not a forward")
     run.add_argument("--amp", action="store_true", help="under torch.autocast(bfloat16)")

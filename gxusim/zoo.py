@@ -1,8 +1,10 @@
 """The model zoo: real models built without downloads (random weights, tiny configs), for
 whole-model runs (`gxusim run MODEL`) and the zoo tests.
 
-torchvision's `resnet18` (its convolutions run as extern kernels), a transformers GPT-2 and
-BERT, and `nn.TransformerEncoderLayer`. Each builds with dropout 0; `with_dropout` sets it.
+torchvision's `resnet18` and `mobilenet_v3_small` (their convolutions run as extern
+kernels), transformers' GPT-2, BERT and a Llama (RMSNorm, rotary embeddings, SwiGLU, grouped
+key-value heads), and `nn.TransformerEncoderLayer`. Each builds with dropout 0;
+`with_dropout` sets it.
 torchvision and transformers are optional: a model that needs one that is missing raises
 `MissingLibrary`, naming it.
 """
@@ -33,11 +35,19 @@ def _transformers():
     return transformers
 
 
-def resnet18() -> nn.Module:
+def _torchvision_model(name: str) -> nn.Module:
     torchvision = import_torchvision()
     if torchvision is None:
-        raise MissingLibrary("resnet18 needs torchvision: pip install -e '.[test]'")
-    return torchvision.models.resnet18(num_classes=10)
+        raise MissingLibrary(f"{name} needs torchvision: pip install -e '.[test]'")
+    return getattr(torchvision.models, name)(num_classes=10)
+
+
+def resnet18() -> nn.Module:
+    return _torchvision_model("resnet18")
+
+
+def mobilenet_v3_small() -> nn.Module:
+    return _torchvision_model("mobilenet_v3_small")
 
 
 def gpt2() -> nn.Module:
@@ -53,6 +63,15 @@ def bert() -> nn.Module:
                                         vocab_size=VOCAB, max_position_embeddings=64,
                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return Logits(_transformers().BertForMaskedLM(config))
+
+
+def llama() -> nn.Module:
+    config = _transformers().LlamaConfig(num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, hidden_size=WIDTH,
+                                         intermediate_size=2 * WIDTH, vocab_size=VOCAB,
+                                         max_position_embeddings=64, attention_dropout=0.0,
+                                         bos_token_id=0, eos_token_id=0)
+    return Logits(_transformers().LlamaForCausalLM(config))
 
 
 def encoder_layer() -> nn.Module:
@@ -94,8 +113,10 @@ SEQUENCES: dict[str, Shapes] = {"cpu": ((2, SEQUENCE, WIDTH),)}
 
 ZOO: dict[str, tuple[Callable[[], nn.Module], dict[str, Shapes]]] = {
     "resnet18": (resnet18, IMAGES),
+    "mobilenet_v3_small": (mobilenet_v3_small, IMAGES),
     "gpt2": (gpt2, TOKENS),
     "bert": (bert, TOKENS),
+    "llama": (llama, TOKENS),
     "encoder_layer": (encoder_layer, SEQUENCES),
 }
 # A forward of the encoder layer runs it in training mode (see TrainingMode).

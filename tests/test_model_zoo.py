@@ -39,11 +39,15 @@ ZOO = {name: (_skipping(make), shapes) for name, (make, shapes) in zoo.ZOO.items
 # (model, training step?) -> marks. The emulator's cold run times on a 2-core machine (CI
 # starts cold): encoder_layer forward 61 s, training step 98 s, AMP step 127 s; gpt2 forward
 # 111 s, training step 204 s; bert forward 69 s, training step 145 s; resnet18 forward 75 s,
-# training step 83 s. The default run keeps the encoder layer's forward, its eval fast path
-# and its AMP step (~3 min); the rest are `slow`.
+# training step 83 s; llama forward 35 s, mobilenet_v3_small forward 72 s (alone, one
+# compile worker). The default run keeps the encoder layer's forward, its eval fast path and
+# its AMP step, and the Llama's forward (~4 min); the rest are `slow`.
 MARKS = {
     ("resnet18", False): [pytest.mark.slow],
     ("resnet18", True): [pytest.mark.slow],
+    ("mobilenet_v3_small", False): [pytest.mark.slow],
+    ("mobilenet_v3_small", True): [pytest.mark.slow],
+    ("llama", True): [pytest.mark.slow],
     ("gpt2", False): [pytest.mark.slow],
     ("gpt2", True): [pytest.mark.slow],
     ("bert", False): [pytest.mark.slow],
