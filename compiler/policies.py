@@ -66,13 +66,26 @@ def _import_from_cwd(module_name: str) -> ModuleType:
         sys.path.remove(cwd)
 
 
-def use_heuristics(policy: Union[str, Heuristics]) -> Heuristics:
-    """Set the launch policy: "gxu" (default), "seed", "autotune", "pkg.mod:Class" or an instance."""
+def _activate(policy: Heuristics) -> None:
     global _active
-    resolved = resolve_policy(policy)
     with _lock:
-        _active = resolved
-    return resolved
+        _active = policy
+
+
+class use_heuristics:
+    """Set the launch policy: "gxu" (default), "seed", "autotune", "pkg.mod:Class" or an
+    instance; as a context manager (as `use_spec`), restore the previous one on exit."""
+
+    def __init__(self, policy: Union[str, Heuristics]):
+        self.policy = resolve_policy(policy)
+        self._previous = current_heuristics()
+        _activate(self.policy)
+
+    def __enter__(self) -> Heuristics:
+        return self.policy
+
+    def __exit__(self, *exc: object) -> None:
+        _activate(self._previous)
 
 
 def current_heuristics() -> Heuristics:

@@ -1,5 +1,4 @@
 """GXU code generation on the CPU: policies, the spec clamp, launch checks, generated kernels."""
-import contextlib
 import dataclasses
 import os
 import subprocess
@@ -60,17 +59,6 @@ def test_builtin_policies_stay_within_the_spec_and_cover_every_tile(policy, nume
         plan = plan_launch(shape, numels, torch.float32, heuristics, spec)
         assert 1 <= plan.programs <= spec.max_grid and plan.num_warps <= spec.max_num_warps
         assert plan.programs * plan.tiles_per_program >= plan.n_tiles
-
-
-@contextlib.contextmanager
-def _policy(policy):
-    """The launch policy set to `policy` for the block, the one before given back after."""
-    before = current_heuristics()
-    gxusim.use_heuristics(policy)
-    try:
-        yield
-    finally:
-        gxusim.use_heuristics(before)
 
 
 def test_blocks_fixed_by_the_kernel_are_not_passed_and_set_the_tile_count():
@@ -259,7 +247,7 @@ def test_a_policy_asking_for_more_stages_than_shared_memory_holds_is_lowered():
 
         def select_reduction(self, xnumel, rnumel, dtype):
             return ReductionConfig(64, 512, 16, num_stages=8)  # 128 KB chunks
-    with _policy(Greedy()):
+    with gxusim.use_heuristics(Greedy()):
         launch, = _planned(lambda t: t.sum(1), (4096, 4096), "gxu-on-h200")
     assert launch.meta["NUM_STAGES"] == 2  # one 128 KB chunk ahead fits in 228 KiB, two do not
     assert "lowered to 2" in launch.rules["num_stages"]
@@ -319,7 +307,7 @@ def test_chunk_loops_are_generated_pipelined_by_a_kernel_parameter():
 
 
 def test_a_policy_without_the_column_question_answers_it_with_select_reduction():
-    with _policy("seed"):
+    with gxusim.use_heuristics("seed"):
         column, = _planned(lambda t: t.sum(0), (16384, 4096))
     assert column.rules["XBLOCK"] == "seed.select_column_reduction"
     assert (column.meta["XBLOCK"], column.meta["R0_BLOCK"]) == (1, 512)  # the seed's row answer
@@ -381,7 +369,7 @@ def test_chunks_buffered_ahead_take_shared_memory_in_the_plan_and_the_occupancy_
     # (columns, R0_BLOCK, num_stages): 4 chunks a row unpipelined and pipelined, 1 chunk
     # (launched at the depth asked, whatever the plan made of it)
     for columns, rblock, stages in ((4096, 1024, 1), (4096, 1024, 3), (2048, 2048, 3)):
-        with _policy(Deep(stages, rblock)), launcher.capture() as captured:
+        with gxusim.use_heuristics(Deep(stages, rblock)), launcher.capture() as captured:
             torch._dynamo.reset()
             torch.compile(lambda t: t.sum(1))(torch.randn(256, columns).to("gxu"))
         launch, = captured
@@ -416,7 +404,7 @@ def test_the_emulator_reports_a_program_that_takes_more_shared_memory_than_the_s
 
         def select_one_pass_reduction(self, xnumel, rnumel, dtype):
             return ReductionConfig(16, 1024, 4, num_stages=2)  # 64 KB chunks
-    with _policy(Chunked()), launcher.capture() as captured:
+    with gxusim.use_heuristics(Chunked()), launcher.capture() as captured:
         torch._dynamo.reset()
         torch.compile(lambda t: t.sum(1))(torch.randn(256, 4096).to("gxu"))
     launch, = captured
@@ -606,3 +594,11 @@ def test_a_predicted_launch_is_modelled_from_the_binary_compiled_here_for_the_sp
     assert launch.predicted_s == core.predict_seconds(launch.facts, spec)
     assert f"{binary.regs_per_thread} regs/thread" in launch.occupancy
     assert launch.occupancy.endswith(f"(compiled here for sm_{spec.ptxas_capability})")
+
+
+def test_use_heuristics_as_a_context_gives_back_the_policy_before():
+    """As `use_spec`: set for the block, the previous policy (the very object) restored."""
+    before = current_heuristics()
+    with gxusim.use_heuristics("seed") as seed:
+        assert current_heuristics() is seed and seed.name == "seed"
+    assert current_heuristics() is before

@@ -1,5 +1,4 @@
 """Kernel traits recorded by code generation, and the policy questions that receive them."""
-import contextlib
 import dataclasses
 import math
 
@@ -12,18 +11,7 @@ from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, KernelQuestion
 from gxusim.compiler.launcher import max_autotune_policy
 from gxusim.compiler.plan import (KernelShape, kernel_question, plan_launch,
                                   ranked_plans)
-from gxusim.compiler.policies import current_heuristics
 from gxusim.traits import Access, KernelTraits
-
-
-@contextlib.contextmanager
-def policy(heuristics):
-    before = current_heuristics()
-    gxusim.use_heuristics(heuristics)
-    try:
-        yield
-    finally:
-        gxusim.use_heuristics(before)
 
 
 def _traits_of(fn, *inputs) -> list[KernelTraits]:
@@ -137,7 +125,7 @@ class Recording(Heuristics):
 
 def test_a_policy_that_sees_the_kernel_gets_its_traits_and_its_answer_is_clamped():
     recording = Recording(LaunchConfig({"XBLOCK": 2048}, num_warps=64))
-    with policy(recording):
+    with gxusim.use_heuristics(recording):
         gxusim.clear_launches()
         torch.compile(lambda t: t.exp() + 1)(torch.randn(100_000, device="gxu"))
     (question,) = recording.asked
@@ -152,7 +140,7 @@ def test_a_policy_that_sees_the_kernel_gets_its_traits_and_its_answer_is_clamped
 
 
 def test_an_answer_with_the_wrong_blocks_names_the_policy_and_the_kernel():
-    with policy(Recording(LaunchConfig({"XBLOCK": 1024, "R0_BLOCK": 64}, num_warps=4))):
+    with gxusim.use_heuristics(Recording(LaunchConfig({"XBLOCK": 1024, "R0_BLOCK": 64}, num_warps=4))):
         with pytest.raises(Exception, match="recording.*choose_pointwise.*takes"):
             torch.compile(lambda t: t + 1)(torch.randn(1000, device="gxu"))
 
