@@ -2,8 +2,13 @@
 # One visit to the GPU machine: install, run the GPU suite, then the benchmarks.
 #   PYTEST_ARGS  what pytest runs (default: every test, on the cuda target, 8 workers)
 #   BENCHES      benchmark commands to run, ';'-separated (default: bench_compile)
+#   CORPUS_PART  then measure this part of the kernel corpus (fit or test) under gxu-on-h200,
+#                resuming from CORPUS_JSON (copied to $OUT/corpus.json), until CORPUS_LIMIT
+#                seconds after the visit began; a kernel that loses the GPU's context ends
+#                its process (exit 3), so a new one resumes after it
 # Full logs and JSON go to $OUT (or ./out); the tables are printed last.
 set -u
+START=$(date +%s)
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 GXUSIM_CACHE_DIR=/tmp/gxusim-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
@@ -18,3 +23,17 @@ for i in "${!benches[@]}"; do
   timeout ${BENCH_TIMEOUT:-300} bash -c "${benches[$i]}" > "$OUT/bench_$i.log" 2>&1
   echo "== ${benches[$i]} (exit $?)"; grep -v Warning "$OUT/bench_$i.log" | tail -${BENCH_TAIL:-30}
 done
+if [ -n "${CORPUS_PART:-}" ]; then
+  [ -n "${CORPUS_JSON:-}" ] && cp "$CORPUS_JSON" "$OUT/corpus.json"
+  while true; do
+    left=$(( ${CORPUS_LIMIT:-500} - ($(date +%s) - START) ))
+    [ $left -lt 40 ] && break
+    GXUSIM_SPEC=gxu-on-h200 timeout $left python3 benchmarks/bench_ceiling.py --corpus \
+      benchmarks/corpus/kernels.jsonl --part "$CORPUS_PART" --count 100000 --budget 100000 \
+      --resume --json "$OUT/corpus.json" >> "$OUT/corpus.log" 2>&1
+    code=$?
+    echo "== corpus $CORPUS_PART (exit $code)"
+    [ $code -ne 3 ] && break
+  done
+  grep -v Warning "$OUT/corpus.log" | tail -${BENCH_TAIL:-30}
+fi

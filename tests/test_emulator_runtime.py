@@ -1,10 +1,14 @@
 """Runtime helpers against their exact definitions: the float32 tanh (the fast estimate
 where it is sure, the exact value always) bit for bit, on a dense sample of float32 bit
 patterns and the edge cases (all 2**32 inputs were checked the same way once; that takes
-minutes), and a kernel whose dense loop is unsure of some lanes and runs again exactly."""
+minutes), a kernel whose dense loop is unsure of some lanes and runs again exactly, and the
+launch of a grid's programs over threads."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -12,6 +16,7 @@ from numba import njit, prange
 from triton.language.extra import libdevice
 
 import gxusim.emulator as emu
+from gxusim.emulator import execution
 from gxusim.emulator.runtime import _bits_f32, _f32_bits, _tanh_f32, _tanh_f64, _tanh_fast, _tanh_unsure
 
 
@@ -71,3 +76,25 @@ def test_unsure_lanes_rerun_exactly() -> None:
     report = emu.emulate(tanh_kernel, (8,), torch.from_numpy(x), out, x.size, XBLOCK=1024)
     assert report.ok and not report.findings
     assert np.array_equal(out.numpy().view(np.uint32), exact_tanh(x).view(np.uint32))
+
+
+@pytest.mark.parametrize("threads", [1, 3, 7])
+def test_launch_runs_each_program_once_with_its_ids_and_its_threads_values(threads: int) -> None:
+    """`execution.launch` splits a (4, 3, 2) grid into contiguous shares, one per thread:
+    every program runs once, with its pids decomposed x-fastest and the grid beside them,
+    and with the values of the thread whose share it is."""
+    grid = (4, 3, 2)
+    ran: list[tuple] = []
+    lock = threading.Lock()
+
+    def program(p, pid0, pid1, pid2, np0, np1, np2, rows):  # noqa: ANN001, ANN202
+        with lock:
+            ran.append((p, (pid0, pid1, pid2), (np0, np1, np2), rows))
+
+    per_thread = [[f"rows of thread {c}"] for c in range(threads)]
+    execution.launch(program, grid, per_thread)
+    assert sorted(p for p, *_ in ran) == list(range(24))
+    for p, pids, sizes, rows in ran:
+        assert pids == (p % 4, (p // 4) % 3, p // 12) and sizes == grid
+        share = next(c for c in range(threads) if c * 24 // threads <= p < (c + 1) * 24 // threads)
+        assert rows == f"rows of thread {share}"

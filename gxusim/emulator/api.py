@@ -19,7 +19,7 @@ from ..spec import HardwareSpec, current_spec, load_spec
 from .analysis import analyse
 from .arguments import bind_arguments, jit_function, sort_arguments
 from . import compile_pool
-from .execution import allocate_records, launch_values, run_programs
+from .execution import allocate_records, program_signature, run_programs, thread_values
 from .ir import Unsupported
 from .report import EmulationError, EmulationReport
 from .source import kernel_source
@@ -83,8 +83,8 @@ def compile_ahead(kernel: Any, grid: Sequence[int], args: Sequence, num_warps: i
     except Unsupported:
         return
     records = allocate_records(compiled, arguments, programs)
-    compile_pool.submit(compiled.module_path, records.threads,
-                        launch_values(compiled, tuple(normalize_grid(grid)), arguments, records))
+    values = thread_values(compiled, arguments, records)[0]
+    compile_pool.submit(compiled.module_path, program_signature(values))
 
 
 def _new_report(jit: Any, grid: Any, grid3: Sequence[int], num_warps: int,

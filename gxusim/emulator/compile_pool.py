@@ -4,7 +4,7 @@ A compiled graph's first call on the emulator is mostly numba compiling one modu
 structure, one after another (numba holds a process-wide compile lock, so threads do not
 help). When a graph's launches are collected before its first call
 (`graph_runtime.compiling_ahead`), each collected launch is specialised (its module written
-to the module cache) and `submit`ted: a worker process compiles its `launch` for the exact
+to the module cache) and `submit`ted: a worker process compiles its `_program` for the exact
 argument types, which leaves the machine code in numba's disk cache beside the module. At the
 launch's first call here, `wait_for` waits for that compile, and numba then loads the code
 from the cache; a compile no worker has started yet is taken back and done here, so this
@@ -23,9 +23,8 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional
 
-import numba
 
 from .. import environment
 
@@ -37,18 +36,18 @@ def workers() -> int:
 
 
 class _Job:
-    """One module's launch to compile for one signature: waiting, then taken by a worker
-    or back by the launching process."""
+    """One module's `_program` to compile for one signature: waiting, then taken by a
+    worker or back by the launching process."""
 
-    def __init__(self, path: str, parallel: bool, signature: tuple):
-        self.request = (path, parallel, signature)
+    def __init__(self, path: str, signature: tuple):
+        self.request = (path, signature)
         self.taken_by: Optional[str] = None  # "worker" or "here", under _lock
         self.done = threading.Event()
 
 
 _lock = threading.Lock()
 _jobs: "queue.Queue[_Job]" = queue.Queue()
-_pending: dict[tuple[str, bool], _Job] = {}
+_pending: dict[str, _Job] = {}
 _started = 0  # worker threads serving a live worker process
 processes: list[subprocess.Popen] = []  # the worker processes started, live or not
 
@@ -78,40 +77,38 @@ def _serve() -> None:
         job.done.set()
 
 
-def submit(module_path: Path, threads: int, values: Sequence[Any]) -> None:
-    """Have a worker compile a module's launch for these values' types, unless it is
-    compiling it already."""
+def submit(module_path: Path, signature: tuple) -> None:
+    """Have a worker compile a module's `_program` for this signature
+    (`execution.program_signature`), unless it is compiling it already."""
     global _started
-    key = (str(module_path), threads > 1)
-    if _compiled_before(module_path, threads > 1):
+    key = str(module_path)
+    if _compiled_before(module_path):
         return
-    signature = tuple(numba.typeof(v) for v in values)
     with _lock:
         if key in _pending:
             return
-        _pending[key] = job = _Job(str(module_path), threads > 1, signature)
+        _pending[key] = job = _Job(key, signature)
         if _started < workers():
             _started += 1
             threading.Thread(target=_serve, daemon=True, name="gxusim-compile-ahead").start()
     _jobs.put(job)
 
 
-def _compiled_before(module_path: Path, parallel: bool) -> bool:
-    """Whether this launch has machine code already: in this process, or in numba's disk
-    cache beside the module (an index for the launch function)."""
+def _compiled_before(module_path: Path) -> bool:
+    """Whether the module's `_program` has machine code already: in this process, or in
+    numba's disk cache beside the module (an index for the function)."""
     from .module_cache import import_module
-    name = "_launch_parallel" if parallel else "_launch_serial"
-    if getattr(import_module(module_path), name).signatures:
+    if import_module(module_path)._program.signatures:
         return True
-    return any((module_path.parent / "__pycache__").glob(f"{module_path.stem}.{name}-*.nbi"))
+    return any((module_path.parent / "__pycache__").glob(f"{module_path.stem}._program-*.nbi"))
 
 
-def wait_for(module_path: Path, threads: int) -> None:
+def wait_for(module_path: Path) -> None:
     """Before a launch's first call here: compile it here if no worker has taken it; else,
     while a worker compiles it, compile here the launches no worker has taken (the latest
     first: the ones the graph needs last), then wait."""
     with _lock:
-        job = _pending.pop((str(module_path), threads > 1), None)
+        job = _pending.pop(str(module_path), None)
         if job is None or _take_here(job):
             return
     while not job.done.is_set():
@@ -136,11 +133,11 @@ def _take_here(job: _Job) -> bool:
     return True
 
 
-def _compile(path: str, parallel: bool, signature: tuple) -> None:
-    """Compile the launch of the module at `path` for `signature` (numba's `cache=True`
-    writes the machine code beside the module)."""
+def _compile(path: str, signature: tuple) -> None:
+    """Compile the `_program` of the module at `path` for `signature` (numba's
+    `cache=True` writes the machine code beside the module)."""
     from .module_cache import import_module
-    import_module(Path(path)).launch_for(2 if parallel else 1).compile(signature)
+    import_module(Path(path))._program.compile(signature)
 
 
 def worker_main() -> None:
@@ -151,11 +148,11 @@ def worker_main() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            path, parallel, signature = pickle.load(requests)
+            path, signature = pickle.load(requests)
         except EOFError:
             return
         try:
-            _compile(path, parallel, signature)
+            _compile(path, signature)
             answer = None
         except Exception as error:  # noqa: BLE001 - the launching process compiles it again
             answer = f"{type(error).__name__}: {error}"

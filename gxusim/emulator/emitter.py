@@ -1,10 +1,8 @@
 """The code emitter: planned kernel IR -> Python source of numba functions.
 
-One generated module per kernel structure holds `_program` (one program instance:
-its tile loops, with every fused group written as scalar loops over block elements) and
-`launch_for(threads)`: the launch over the grid, a prange over contiguous chunks of programs
-(one chunk per thread), or a plain loop for one thread (numba compiles only the one a launch
-calls, and a parallel loop costs a third more to compile: small launches run serial).
+One generated module per kernel structure holds `_program`: one program instance, its
+tile loops, with every fused group written as scalar loops over block elements
+(`execution.launch` calls it for each program of the grid).
 Integer constants (the sizes and strides Inductor writes into a kernel) are read from the
 module's `consts` parameter and values are named by rank, so kernels that differ only in
 their names and sizes share one module and one JIT compile. Block values live in registers

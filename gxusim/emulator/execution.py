@@ -1,10 +1,14 @@
-"""Execution: allocates the per-launch record arrays, calls the compiled `launch` over
-the grid, and times it (the first call of a specialisation includes numba's compile)."""
+"""Execution: allocates the per-launch record arrays, calls the compiled `_program` for
+every program of the grid (in shares over threads), and times it (the first call of a
+specialisation includes numba's compile)."""
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
+import threading
 import time
+from typing import Callable, Optional
 
 import numba
 import numpy as np
@@ -32,7 +36,7 @@ def allocate_records(compiled: Specialisation, arguments: LaunchArguments,
                      programs: int) -> LaunchRecords:
     """Record arrays for one launch. Atomic adds from concurrent threads would lose
     updates, so launches with atomics run on one thread; so do small launches, where
-    waking threads costs more than it saves (and compiling the parallel loop more still)."""
+    waking threads costs more than it saves."""
     kir, layout, buffers = compiled.kir, compiled.emitter.layout, arguments.buffers
     elements = sum(buffer.array.shape[0] for buffer in buffers.values())
     serial = kir.atomic or elements < SERIAL_BELOW_ELEMENTS
@@ -59,46 +63,83 @@ def allocate_records(compiled: Specialisation, arguments: LaunchArguments,
     return LaunchRecords(threads, tracking, outputs)
 
 
-def parameter_values(compiled: Specialisation, arguments: LaunchArguments,
-                     records: LaunchRecords) -> list:
-    """The values of the generated `launch`'s parameters after the grid, in order."""
+def thread_values(compiled: Specialisation, arguments: LaunchArguments,
+                  records: LaunchRecords) -> list[list]:
+    """Per thread, the values of `_program`'s parameters after the program ids: the same
+    buffers, constants and records for every thread, and each thread its own rows of the
+    tracking arrays."""
     buffers = arguments.buffers
-    values = []
+    shared: list = []
     for kind, name in parameters(compiled.emitter):
         if kind == "buf":
-            values.append(buffers[name].array)
+            shared.append(buffers[name].array)
         elif kind == "base":
-            values.append(np.int64(buffers[name].base))
+            shared.append(np.int64(buffers[name].base))
         elif kind == "size":
-            values.append(np.int64(buffers[name].array.shape[0]))
+            shared.append(np.int64(buffers[name].array.shape[0]))
         elif kind == "scalar":
-            values.append(arguments.scalars[name])
+            shared.append(arguments.scalars[name])
         elif kind == "consts":
-            values.append(np.array(compiled.emitter.constant_values(), np.int64))
+            shared.append(np.array(compiled.emitter.constant_values(), np.int64))
         elif kind in TRACKING_PARAMS:
-            values.append(getattr(records.tracking[buffers[name].alias], kind))
+            shared.append(getattr(records.tracking[buffers[name].alias], kind))
         else:
-            values.append(records.outputs[kind])
-    return values
+            shared.append(records.outputs[kind])
+    tracked = [kind in TRACKING_PARAMS for kind, _ in parameters(compiled.emitter)]
+    return [[value[thread] if rows else value for value, rows in zip(shared, tracked)]
+            for thread in range(records.threads)]
 
 
-def launch_values(compiled: Specialisation, grid: tuple, arguments: LaunchArguments,
-                  records: LaunchRecords) -> list:
-    """Every argument of the generated `launch`: the grid, the threads, the parameters."""
-    return [*(np.int64(g) for g in grid), np.int64(records.threads),
-            *parameter_values(compiled, arguments, records)]
+def program_signature(values: list) -> tuple:
+    """The numba types `_program` is called with: the program ids (int64), then `values`
+    (one thread's, `thread_values`)."""
+    return (numba.int64,) * 7 + tuple(numba.typeof(v) for v in values)
+
+
+def _run_share(program: Callable, grid: tuple, first: int, last: int, values: list) -> None:
+    """Programs first..last-1 of the grid, in order, on this thread."""
+    g0, g1, _ = grid
+    for p in range(first, last):
+        program(p, p % g0, (p // g0) % g1, p // (g0 * g1), *grid, *values)
+
+
+_pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+
+
+def _threads_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(numba.config.NUMBA_NUM_THREADS,
+                                                          thread_name_prefix="gxusim-programs")
+        return _pool
+
+
+def launch(program: Callable, grid: tuple, per_thread: list[list]) -> None:
+    """Every program of the grid, in contiguous shares, one per thread. `_program` releases
+    the GIL, so Python threads run the shares at once; calling it from Python costs a few
+    microseconds a program and saves compiling a launch loop for each module."""
+    programs, threads = math.prod(grid), len(per_thread)
+    shares = [(c * programs // threads, (c + 1) * programs // threads) for c in range(threads)]
+    if threads == 1:
+        _run_share(program, grid, *shares[0], per_thread[0])
+        return
+    pool = _threads_pool()
+    for done in [pool.submit(_run_share, program, grid, *share, values)
+                 for share, values in zip(shares, per_thread)]:
+        done.result()
 
 
 def run_programs(compiled: Specialisation, grid: tuple, arguments: LaunchArguments,
                  records: LaunchRecords) -> tuple[float, float]:
     """Run every program of the grid; returns (compile seconds, run seconds)."""
-    values = launch_values(compiled, grid, arguments, records)
-    launch = compiled.launch_for(records.threads)
-    first_call = launch.signatures == []
+    per_thread = thread_values(compiled, arguments, records)
+    first_call = compiled.program.signatures == []
     start = time.perf_counter()
     if first_call:  # compiled ahead by a worker: numba then loads it from its disk cache
-        compile_pool.wait_for(compiled.module_path, records.threads)
-    launch(*values)
+        compile_pool.wait_for(compiled.module_path)
+    launch(compiled.program, tuple(int(g) for g in grid), per_thread)
     elapsed = time.perf_counter() - start
     if first_call:
         return compiled.jit_s + elapsed, 0.0

@@ -62,7 +62,7 @@ _lock = threading.Lock()
 
 
 def load(source: str) -> tuple[Any, Path]:
-    """The `launch_for` of a generated module (memory cache, then disk, then write), and
+    """The `_program` of a generated module (memory cache, then disk, then write), and
     the module's file."""
     key = hashlib.sha256(source.encode()).hexdigest()[:24]
     with _lock:
@@ -72,7 +72,7 @@ def load(source: str) -> tuple[Any, Path]:
         if not path.exists() or path.read_text() != source:
             write_atomic(path, source)  # a truncated or stale file is replaced whole
         _drop_damaged_machine_code(path)
-        _modules[key] = import_module(path).launch_for, path
+        _modules[key] = import_module(path)._program, path
         return _modules[key]
 
 

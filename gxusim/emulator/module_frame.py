@@ -1,8 +1,8 @@
 """The frame of a generated module around an emitter's program body: its parameters
 (pointer arguments, tracking arrays, the kernel's integer constants, the record arrays),
-`_program`'s prologue, the launch loops over the grid, and value names numbered by rank, so
-that one kernel structure gives one source (the module cache's key). Its functions take an
-`emitter.Emitter` (typed `Any`: the emitter imports this module)."""
+`_program`'s prologue, and value names numbered by rank, so that one kernel structure gives
+one source (the module cache's key). Its functions take an `emitter.Emitter` (typed `Any`:
+the emitter imports this module)."""
 from __future__ import annotations
 
 import math
@@ -22,7 +22,7 @@ _VALUE_NAME = re.compile(r"\b[va](\d+)\b")
 
 def parameters(emitter: Any) -> list[tuple[str, str]]:
     """(kind, arg) for each runtime parameter of the emitter's module, in order (the caller
-    builds the values: `execution.parameter_values`)."""
+    builds the values: `execution.thread_values`)."""
     kir, layout = emitter.kir, emitter.layout
     out = []
     for name in kir.arg_names:
@@ -48,12 +48,10 @@ def module_source(emitter: Any) -> str:
     emitter.units_code(emitter.units, 1)
     body = emitter.lines[body_start:]
     emitter.lines = emitter.lines[:body_start]
-    params = parameters(emitter)
-    names = [param_name(k, a) for k, a in params]
-    program_args = [f"{n}[c]" if k in TRACKING_PARAMS else n for (k, a), n in zip(params, names)]
+    names = [param_name(k, a) for k, a in parameters(emitter)]
     head = [
         f"# gxusim emulator module; runtime {runtime_hash()}",
-        "from numba import njit, prange",
+        "from numba import njit",
         "from gxusim.emulator.runtime import *",
         "from gxusim.emulator.tracking import *",
         "", "",
@@ -66,22 +64,7 @@ def module_source(emitter: Any) -> str:
     for v in sorted(emitter.arrays.values(), key=lambda v: v.id):
         head.append(f"    a{v.id} = np.empty({math.prod(v.shape)}, {D.COMPUTE[v.dtype]})")
     head += [f"    {line}" for line in emitter.program_locals]
-    launch = []
-    for name, parallel, loop in (("_launch_parallel", ", parallel=True", "prange"),
-                                 ("_launch_serial", "", "range")):
-        launch += [
-            "", "",
-            f"@njit(cache=True{parallel}, error_model='numpy')",
-            f"def {name}(g0, g1, g2, threads, {', '.join(names)}):",
-            "    programs = g0 * g1 * g2",
-            f"    for c in {loop}(threads):",
-            "        for p in range(c * programs // threads, (c + 1) * programs // threads):",
-            "            _program(p, p % g0, (p // g0) % g1, p // (g0 * g1), g0, g1, g2, "
-            f"{', '.join(program_args)})",
-        ]
-    launch += ["", "", "def launch_for(threads):",
-               "    return _launch_parallel if threads > 1 else _launch_serial", ""]
-    return _numbered_by_rank("\n".join(head + body + launch))
+    return _numbered_by_rank("\n".join(head + body) + "\n")
 
 
 def _numbered_by_rank(source: str) -> str:

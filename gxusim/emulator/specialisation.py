@@ -1,5 +1,5 @@
 """Specialisations: a kernel, its argument kinds and the runtime layout -> its IR, its
-generated module and its compiled launches, built once per process and cached."""
+generated module and its compiled program, built once per process and cached."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +21,7 @@ class Specialisation:
     """A compiled specialisation and what a launch needs to call it."""
     kir: KernelIR
     emitter: Emitter
-    launch_for: Callable[[int], Callable]  # threads -> the compiled launch to call
+    program: Callable  # the generated module's `_program` (numba compiles it on first call)
     module_path: Path  # the generated module in the module cache
     jit_s: float  # front end + code generation (numba compiles on the first call)
 
@@ -75,8 +75,8 @@ def _compiled(kernel: Any, spec_args: dict, layout: Layout, alias: dict) -> Spec
     start = time.perf_counter()
     kir = build_ir(kernel, spec_args)  # a fresh IR: the planner rewrites statement lists
     emitter = generate(kir, layout, alias)
-    launch_for, path = module_cache.load(emitter.source)
-    made = Specialisation(kir, emitter, launch_for, path, 0.0)
+    program, path = module_cache.load(emitter.source)
+    made = Specialisation(kir, emitter, program, path, 0.0)
     made.jit_s = time.perf_counter() - start
     with _cache_lock:
         _cache[key] = made
