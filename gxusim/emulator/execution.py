@@ -68,9 +68,9 @@ def thread_values(compiled: Specialisation, arguments: LaunchArguments,
     """Per thread, the values of `_program`'s parameters after the program ids: the same
     buffers, constants and records for every thread, and each thread its own rows of the
     tracking arrays."""
-    buffers = arguments.buffers
+    buffers, params = arguments.buffers, parameters(compiled.emitter)
     shared: list = []
-    for kind, name in parameters(compiled.emitter):
+    for kind, name in params:
         if kind == "buf":
             shared.append(buffers[name].array)
         elif kind == "base":
@@ -85,7 +85,7 @@ def thread_values(compiled: Specialisation, arguments: LaunchArguments,
             shared.append(getattr(records.tracking[buffers[name].alias], kind))
         else:
             shared.append(records.outputs[kind])
-    tracked = [kind in TRACKING_PARAMS for kind, _ in parameters(compiled.emitter)]
+    tracked = [kind in TRACKING_PARAMS for kind, _ in params]
     return [[value[thread] if rows else value for value, rows in zip(shared, tracked)]
             for thread in range(records.threads)]
 
