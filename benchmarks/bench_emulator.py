@@ -130,28 +130,30 @@ def _tanh_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
 
 
-def native_rates(calls: int = 20) -> tuple[float, float]:
+def native_rates(calls: int = 20, rounds: int = 5) -> tuple[float, float]:
     """(elements/s of tanh-GELU over NATIVE_ELEMENTS fp32 compiled for gxu on the emulator,
     checks as GXUSIM_CHECKS says; the same function compiled by Inductor for the CPU): each
-    the best of three rounds of `calls` calls, after a warm-up call."""
+    the best of `rounds` rounds of `calls` calls, after a warm-up call. The two take turns
+    round by round, so that a shared machine's slow spells fall on both."""
     import gxusim  # noqa: F401 - registers the gxu device
-    rates = []
+    torch._dynamo.reset()
+    runs = []
     for device in ("gxu", "cpu"):
-        torch._dynamo.reset()
         x = torch.randn(NATIVE_ELEMENTS, device=device)
         fn = torch.compile(_tanh_gelu)
         torch.testing.assert_close(fn(x).cpu(), _tanh_gelu(x.cpu()))
-        best = math.inf
-        for _ in range(3):
+        runs.append((device, fn, x))
+    best = {device: math.inf for device, _, _ in runs}
+    for _ in range(rounds):
+        for device, fn, x in runs:
             start = time.perf_counter()
             for _ in range(calls):
                 fn(x)
             if device == "gxu":
                 torch.gxu.synchronize()
-            best = min(best, (time.perf_counter() - start) / calls)
-        rates.append(NATIVE_ELEMENTS / best)
+            best[device] = min(best[device], (time.perf_counter() - start) / calls)
     torch._dynamo.reset()
-    return rates[0], rates[1]
+    return NATIVE_ELEMENTS / best["gxu"], NATIVE_ELEMENTS / best["cpu"]
 
 
 def compile_worker(model: str) -> None:
