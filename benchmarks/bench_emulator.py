@@ -134,14 +134,18 @@ def native_rates(calls: int = 20, rounds: int = 5) -> tuple[float, float]:
     """(elements/s of tanh-GELU over NATIVE_ELEMENTS fp32 compiled for gxu on the emulator,
     checks as GXUSIM_CHECKS says; the same function compiled by Inductor for the CPU): each
     the best of `rounds` rounds of `calls` calls, after a warm-up call. The two take turns
-    round by round, so that a shared machine's slow spells fall on both."""
+    round by round, so that a shared machine's slow spells fall on both. Inductor compiles
+    in this process (`compile_threads=1`): its pool of compile workers would otherwise spend
+    the first 10-20 s importing torch beside the timed calls, taking one of two cores from
+    the emulator's threads (the emulator's launches took 7.3 ms instead of 3.7 ms)."""
     import gxusim  # noqa: F401 - registers the gxu device
     torch._dynamo.reset()
     runs = []
     for device in ("gxu", "cpu"):
         x = torch.randn(NATIVE_ELEMENTS, device=device)
-        fn = torch.compile(_tanh_gelu)
-        torch.testing.assert_close(fn(x).cpu(), _tanh_gelu(x.cpu()))
+        with torch._inductor.config.patch(compile_threads=1):
+            fn = torch.compile(_tanh_gelu)
+            torch.testing.assert_close(fn(x).cpu(), _tanh_gelu(x.cpu()))
         runs.append((device, fn, x))
     best = {device: math.inf for device, _, _ in runs}
     for _ in range(rounds):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -191,6 +192,25 @@ def test_blocked_layout_and_coalescing() -> None:
     # row-major load is fully coalesced; the transposed store puts each warp's 4 rows x 32
     # columns into 32 sectors of which 16 bytes are used
     assert eff == [pytest.approx(1.0), pytest.approx(0.5)]
+
+
+def test_coalescing_memo_tells_samples_apart() -> None:
+    """Samples that share a memo entry only when their offsets and masks are the same: even
+    progressions (keyed by first offset and step) and any other sample (keyed by a digest),
+    each efficiency as counting sectors afresh gives it, asked twice in turns."""
+    from gxusim.emulator import occupancy
+    spec = gxusim.load_spec("gxu")
+    lanes = np.arange(1024, dtype=np.int64)
+    every, half = np.ones(1024, bool), np.arange(1024) % 2 == 0
+    samples = [(lanes, every), (2 * lanes, every), (lanes + 3, every), (lanes, half),
+               (lanes[::-1].copy(), every), (np.random.default_rng(0).permutation(lanes), every)]
+    expected = [occupancy._count_sector_efficiency(o, m, (1024,), 0, 4, 4, spec.warp_size,
+                                                   spec.vector_bytes, spec.sector_bytes)
+                for o, m in samples]
+    assert expected[1] == pytest.approx(0.5) and expected[5] < 0.5  # the samples differ
+    for _ in range(2):
+        assert [occupancy.sector_efficiency(o, m, (1024,), 0, 4, 4, spec) for o, m in samples] \
+            == expected
 
 
 @pytest.mark.skipif(gxusim.current_target() != "emulator", reason="gxu memory is host memory only on the "

@@ -3,6 +3,7 @@ races, coverage, imbalance), coalescing per access site, occupancy, and the
 `LaunchFacts` from which the performance model predicts the launch's time."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -111,9 +112,18 @@ def tile_phases(compiled: Specialisation, arguments: LaunchArguments,
     at the block sizes and element sizes of this launch (the same phases the launcher's plan
     gives the cuda target, so both targets are timed by one formula)."""
     blocks = _blocks(arguments)
-    return launch_facts.launch_phases(_source(compiled), blocks, _chunks(arguments, blocks),
-                                    _element_bytes(arguments), blocks.get("NUM_STAGES", 1),
-                                    spec)
+    return _phases(_source(compiled), tuple(sorted(blocks.items())), _chunks(arguments, blocks),
+                   tuple(sorted(_element_bytes(arguments).items())),
+                   blocks.get("NUM_STAGES", 1), spec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _phases(source: str, blocks: tuple, chunks: int, element_bytes: tuple, stages: int,
+            spec: HardwareSpec) -> tuple:
+    """`launch_phases`, memoised: it reads the kernel's source, which each launch of the
+    kernel would otherwise parse again."""
+    return launch_facts.launch_phases(source, dict(blocks), chunks, dict(element_bytes), stages,
+                                      spec)
 
 
 def _source(compiled: Specialisation) -> str:
