@@ -125,7 +125,8 @@ class GXUTritonKernel(TritonKernel):
         return KernelTraits(tuple(self._loads.values()), tuple(self._stores.values()),
                             tuple(self._reductions), self._scans,
                             code.count("for r0_offset in tl.range(0, r0_numel, R0_BLOCK"),
-                            work.flops, work.transcendentals, live_values(code))
+                            work.flops, work.transcendentals, live_values(code),
+                            work.random_numbers)
 
     @classmethod
     def gen_common_triton_imports(cls) -> str:

@@ -17,6 +17,10 @@ from typing import Any, Optional
 
 import torch
 
+# 32-bit words Triton's Philox generator carries per element through its rounds: its four
+# counters (`triton.language.random.philox_impl`; the keys come from the seed, one a tile).
+PHILOX_WORDS = 4
+
 
 @dataclasses.dataclass(frozen=True)
 class Access:
@@ -50,6 +54,7 @@ class KernelTraits:
     flops: int = 0  # arithmetic, comparisons, selects and casts per element
     transcendentals: int = 0  # math calls per element (exp, tanh, rsqrt, ...)
     live_values: int = 0  # values alive at once along the code (the temporaries of one element)
+    random_numbers: int = 0  # in-kernel random numbers per element (tl.rand, tl.randn, ...)
 
     @property
     def streams(self) -> int:
@@ -75,11 +80,15 @@ class KernelTraits:
         (carried across chunks; a Welford one keeps three). The temporaries between a load
         and a store are scheduled element by element and count once (`live_values`), except
         in a kernel that scans: a block scan takes every element of the tile at once, so
-        what each element computes before it and uses after it is held for all of them."""
+        what each element computes before it and uses after it is held for all of them.
+        A random number is Triton's Philox run on the whole tile at once, round by round:
+        its PHILOX_WORDS counter words are held for every element (a 16M-element dropout at
+        64 elements a thread: 128 registers and 130 spilled words in ptxas's binary, where
+        its one load and five temporaries alone would take 93)."""
         loaded = sum(max(1, -(-a.bytes // 4)) for a in self.loads)
         carried = sum(3 if "welford" in r else 1 for r in self.reductions) if self.chunk_loops else 0
         held = self.live_values if self.scans else 0
-        return max(1, loaded + carried + held)
+        return max(1, loaded + carried + held + PHILOX_WORDS * self.random_numbers)
 
     @property
     def gathers(self) -> bool:

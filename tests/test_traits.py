@@ -11,7 +11,7 @@ from gxusim.compiler.heuristics import GXUHeuristics, Heuristics, KernelQuestion
 from gxusim.compiler.launcher import max_autotune_policy
 from gxusim.compiler.plan import (KernelShape, kernel_question, plan_launch,
                                   ranked_plans)
-from gxusim.traits import Access, KernelTraits
+from gxusim.traits import PHILOX_WORDS, Access, KernelTraits
 
 
 def _traits_of(fn, *inputs) -> list[KernelTraits]:
@@ -81,6 +81,38 @@ def test_a_scan_holds_what_each_element_computes_before_the_scan_for_the_whole_t
     assert scan.scans == 1 and scan.live_values > 1
     assert scan.registers_per_element >= 1 + scan.live_values
     assert pointwise.registers_per_element == 1
+
+
+def test_random_numbers_hold_philox_counters_for_every_element():
+    """Triton's Philox runs its rounds on the whole tile at once: each random number keeps
+    its four counter words for every element of a thread, as a block scan keeps its inputs."""
+    x = torch.randn(4096)
+    (dropout,) = _traits_of(lambda t: torch.nn.functional.dropout(t, 0.1, training=True) * 2, x)
+    (scale,) = _traits_of(lambda t: t * 2, x)
+    assert dropout.random_numbers == 1 and scale.random_numbers == 0
+    assert dropout.registers_per_element >= scale.registers_per_element + PHILOX_WORDS
+
+
+def test_a_large_dropouts_plan_does_not_spill_the_random_numbers_counters():
+    """The rules' tile for 4M elements (32K on 16 warps: 64 elements a thread) spills once
+    each element's Philox counters are held (ptxas, compiled here for the spec's GPU);
+    counting them, gxu's register check moves the dropout to a tile that does not."""
+    from gxusim.compiler import launcher
+    from gxusim.model.machine_code import cuda_tool
+    if cuda_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump beside Triton to read a binary's registers")
+    torch._dynamo.reset()
+    n = 1 << 22
+    with launcher.capture() as captured:
+        torch.compile(lambda t: torch.nn.functional.dropout(t, 0.1, training=True))(
+            torch.randn(n, device="gxu"))
+    torch._dynamo.reset()
+    (launch,) = [c for c in captured if c.kernel.shape.traits.random_numbers]
+    spec, rules = gxusim.current_spec(), GXUHeuristics()
+    tile = rules.select_xblock(n, torch.float32)
+    assert launch.kernel.spilled_words({"XBLOCK": tile}, rules.select_num_warps(tile), None, spec) > 0
+    plan = launch.plan
+    assert launch.kernel.spilled_words(plan.meta, plan.num_warps, plan.num_stages, spec) == 0
 
 
 def test_a_flip_records_a_reversed_load_that_may_pipeline_its_chunk_loop():

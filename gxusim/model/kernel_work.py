@@ -9,7 +9,9 @@ gives the counts the performance model's arithmetic terms need:
 * `transcendentals`: calls that expand to long instruction sequences on the GPU (exp, log,
   tanh, sqrt, erf, pow, trigonometry: libdevice / `tl_math` calls);
 * `reductions`, `scans`: block-wide reductions and scans (a scan's chunks are serial: each
-  chunk waits for the previous chunk's carry).
+  chunk waits for the previous chunk's carry);
+* `random_numbers`: in-kernel random numbers (`tl.rand`, `tl.randn`, `tl.randint`...), each
+  a Philox generator run for the element.
 
 The tile loop's phases, which the performance model times, are read by
 `gxusim.model.phases`.
@@ -42,6 +44,8 @@ REDUCTION_CALLS = frozenset({"sum", "max", "min", "max2", "min2", "argmax", "arg
 # block reduction is `welford` after the loop.
 WELFORD_UPDATES = frozenset({"welford_reduce", "welford_combine"})
 SCAN_CALLS = frozenset({"associative_scan", "cumsum", "cumprod", "cummax", "cummin"})
+RANDOM_CALLS = frozenset({"rand", "randn", "randint", "randint4x", "rand4x", "randn4x",
+                          "randint64"})
 
 
 
@@ -52,6 +56,7 @@ class KernelWork:
     transcendentals: int = 0
     reductions: int = 0
     scans: int = 0
+    random_numbers: int = 0
 
 
 def call_name(node: ast.Call) -> str:
@@ -95,7 +100,7 @@ def _operations(value: ast.AST) -> list[ast.AST]:
 
 
 def count_operations(value: ast.AST) -> dict[str, int]:
-    counts = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
+    counts = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0, "random_numbers": 0}
     for node in _operations(value):
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)):
             counts["flops"] += 1
@@ -111,13 +116,15 @@ def count_operations(value: ast.AST) -> dict[str, int]:
                 counts["scans"] += 1
             elif name in REDUCTION_CALLS:
                 counts["reductions"] += 1
+            elif name in RANDOM_CALLS:
+                counts["random_numbers"] += 1
     return counts
 
 
 @functools.lru_cache(maxsize=1024)
 def kernel_work(source: str) -> KernelWork:
     """The per-element operation counts of one kernel's Python source."""
-    totals = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0}
+    totals = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0, "random_numbers": 0}
     for value in _value_statements(python_ast.parse(textwrap.dedent(source))):
         for key, count in count_operations(value).items():
             totals[key] += count
