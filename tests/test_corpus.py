@@ -1,4 +1,5 @@
 """The kernel corpus: entries made from compiled kernels, the fixed split, and the kept file."""
+import ast
 import collections
 import json
 import importlib.util
@@ -92,6 +93,20 @@ def test_thinning_keeps_the_smallest_and_largest_sizes_of_a_structure():
     sizes = sorted(e["numels"]["xnumel"] for e in kept if e["structure"] == "s")
     assert sizes[0] == 1 and sizes[-1] == 10 and len(sizes) == 4
     assert any(e["id"] == "z" for e in kept)
+
+
+def test_refreshing_counts_rewrites_only_the_traits_counts_of_a_kept_entry():
+    build = _build_module()
+    entry = _entries(lambda t: torch.tanh(t) * t + 1, (1000,))[0]
+    traits = build._traits_literal(entry["module"])
+    stale = entry["module"].replace("'transcendentals': 1", "'transcendentals': 7", 1)
+    stale = stale.replace("'live_values': ", "'live_values': 9", 1)  # 2 -> 92, say
+    assert "'transcendentals': 7" in stale and stale != entry["module"]
+    refreshed = build.refresh_counts({**entry, "module": stale})
+    assert refreshed["module"] == entry["module"] and refreshed["id"] == entry["id"]
+    assert ast.literal_eval(ast.unparse(traits))["transcendentals"] == 1
+    with pytest.raises(ValueError, match="no gxu_traits"):
+        build.refresh_counts({**entry, "module": "x = 1\n"})
 
 
 def test_the_kept_corpus_is_broad_split_as_written_and_unique():

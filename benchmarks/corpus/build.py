@@ -24,7 +24,6 @@ import argparse
 import ast
 import collections
 import dataclasses
-import re
 import sys
 import time
 import warnings
@@ -277,7 +276,14 @@ def build(chosen: list[Workload], previous: Optional[dict[str, dict]] = None) ->
     return thin_sizes(list(entries.values()))
 
 
-TRAITS_IN_MODULE = re.compile(r"'gxu_traits': (\{.*?'live_values': \d+(?:, 'random_numbers': \d+)?\})")
+def _traits_literal(module: str) -> ast.AST:
+    """The `gxu_traits` dict literal in a kernel module's `inductor_meta`."""
+    for node in ast.walk(ast.parse(module)):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "gxu_traits":
+                    return value
+    raise ValueError("no gxu_traits in its module")
 
 
 def refresh_counts(entry: dict) -> dict:
@@ -287,14 +293,20 @@ def refresh_counts(entry: dict) -> dict:
     without rebuilding the corpus (which would regenerate, and could rename, its kernels).
     The kernel's code, and so its id and part, stay as they are."""
     module = entry["module"]
-    found = TRAITS_IN_MODULE.search(module)
-    if found is None:
-        raise ValueError(f"corpus entry {entry['id']}: no gxu_traits in its module")
-    traits = ast.literal_eval(found.group(1))
+    try:
+        literal = _traits_literal(module)
+    except ValueError as error:
+        raise ValueError(f"corpus entry {entry['id']}: {error}") from None
+    lines = module.splitlines(keepends=True)
+
+    def offset(line: int, column: int) -> int:  # ast's columns count UTF-8 bytes
+        return sum(map(len, lines[:line - 1])) + len(lines[line - 1].encode()[:column].decode())
+    start = offset(literal.lineno, literal.col_offset)
+    end = offset(literal.end_lineno, literal.end_col_offset)
+    traits = ast.literal_eval(module[start:end])
     work = kernel_work(module)
     traits.update(flops=work.flops, transcendentals=work.transcendentals,
                   live_values=live_values(module), random_numbers=work.random_numbers)
-    start, end = found.span(1)
     return {**entry, "module": module[:start] + repr(traits) + module[end:]}
 
 

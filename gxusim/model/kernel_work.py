@@ -19,6 +19,7 @@ The tile loop's phases, which the performance model times, are read by
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import functools
 import textwrap
@@ -100,7 +101,8 @@ def _operations(value: ast.AST) -> list[ast.AST]:
 
 
 def count_operations(value: ast.AST) -> dict[str, int]:
-    counts = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0, "random_numbers": 0}
+    """Each `KernelWork` count of one value expression."""
+    counts = dict.fromkeys((field.name for field in dataclasses.fields(KernelWork)), 0)
     for node in _operations(value):
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)):
             counts["flops"] += 1
@@ -124,10 +126,9 @@ def count_operations(value: ast.AST) -> dict[str, int]:
 @functools.lru_cache(maxsize=1024)
 def kernel_work(source: str) -> KernelWork:
     """The per-element operation counts of one kernel's Python source."""
-    totals = {"flops": 0, "transcendentals": 0, "reductions": 0, "scans": 0, "random_numbers": 0}
+    totals: collections.Counter = collections.Counter()
     for value in _value_statements(python_ast.parse(textwrap.dedent(source))):
-        for key, count in count_operations(value).items():
-            totals[key] += count
+        totals.update(count_operations(value))
     return KernelWork(**totals)
 
 
