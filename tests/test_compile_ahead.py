@@ -133,3 +133,26 @@ def test_a_worker_that_dies_is_replaced_and_its_launch_still_runs(tmp_path):
     assert counts["first"]["ahead"] >= 1, counts
     assert counts["workers"] == 2, counts  # the killed one and its replacement
     assert counts["now"]["ahead"] > counts["first"]["ahead"], counts
+
+
+def test_a_worker_compiles_without_importing_torch(tmp_path):
+    """Workers start in well under a second: they import numba and the emulator's runtime,
+    not the gxusim package's torch, Dynamo and Inductor. Here a worker that cannot import
+    torch at all compiles a module that uses the runtime, and numba caches its code."""
+    import pickle
+    from numba import types
+    from gxusim.emulator import compile_pool
+    module = tmp_path / "k_0123.py"
+    module.write_text("from numba import njit\n"
+                      "from gxusim.emulator.runtime import *\n\n\n"
+                      "@njit(cache=True)\n"
+                      "def _program(x):\n"
+                      "    return _tanh(x) + 1.0\n")
+    no_torch = "import sys\nsys.modules['torch'] = None\n"  # `import torch` raises
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    worker = subprocess.run([sys.executable, "-c", no_torch + compile_pool._worker_code()],
+                            input=pickle.dumps((str(module), (types.float64,))),
+                            capture_output=True, timeout=300, env=env)
+    assert worker.returncode == 0, worker.stderr.decode()[-2000:]
+    assert pickle.loads(worker.stdout) is None, pickle.loads(worker.stdout)  # no error
+    assert list((tmp_path / "numba").rglob("*_program*.nbi"))
