@@ -303,7 +303,7 @@ def refresh_counts(entry: dict) -> dict:
         return sum(map(len, lines[:line - 1])) + len(lines[line - 1].encode()[:column].decode())
     start = offset(literal.lineno, literal.col_offset)
     end = offset(literal.end_lineno, literal.end_col_offset)
-    traits = ast.literal_eval(module[start:end])
+    traits = ast.literal_eval(literal)
     work = kernel_work(module)
     traits.update(flops=work.flops, transcendentals=work.transcendentals,
                   live_values=live_values(module), random_numbers=work.random_numbers)
