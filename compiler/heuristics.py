@@ -233,6 +233,9 @@ class GXUHeuristics(Heuristics):
     binary ptxas makes of it), the legal config the performance model predicts fastest
     among those that do not spill (and that the pipelining rules allow) is taken instead.
 
+    A 2D tile (a transpose) is sized by its loads first: halved until what they stream
+    fits a share of the L1 a program has (`_within_l1`).
+
     Where the tiles leave more than a tenth of the programs idle in their last round (4608
     rows in 128-row tiles on 32 programs: a second round of 4 tiles), the model weighs the
     tile against its halvings (`_balanced`).
@@ -279,6 +282,11 @@ class GXUHeuristics(Heuristics):
     GATHER_ROWS = 128
     GATHER_CHUNK = 64
     GATHER_WARPS = 4
+
+    # A 2D tile's streamed loads take at most this share of the L1 a program has (`_within_l1`).
+    TILE_2D_L1_SHARE = 0.4
+    MIN_TILE_2D = 1024  # elements: smaller tiles leave a capped grid waiting on memory
+    MIN_TILE_2D_SIDE = 16
 
     # Tiles that fill less than this share of the programs' last round let the model weigh
     # smaller ones (`_balanced`).
@@ -409,7 +417,41 @@ class GXUHeuristics(Heuristics):
         return self._settled(kernel, kernel.rules()) if self._sees(kernel) else None
 
     def choose_tile_2d(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
-        return self._settled(kernel, kernel.rules()) if self._sees(kernel) else None
+        if not self._sees(kernel):
+            return None
+        rules = kernel.rules()
+        return self._settled(kernel, rules, self._within_l1(kernel, rules))
+
+    def _within_l1(self, kernel: KernelQuestion, rules: Optional[LaunchConfig]
+                   ) -> Optional[LaunchConfig]:
+        """The rules' 2D tile, its YBLOCK (then, at MIN_TILE_2D_SIDE, its XBLOCK) halved
+        (down to MIN_TILE_2D elements) until what its loads stream (`KernelTraits.streamed_load_bytes` of the elements it
+        covers) takes at most TILE_2D_L1_SHARE of the L1 a program has; None where the
+        rules' tile already does, or the spec models no L1.
+
+        A 2D tile transposes: its loads run along different axes, and those that do not
+        run along the layout's fast axis (x) read each line over several warps, so the L1
+        must hold the tile's lines until the last warp has read them. Corpus fit part,
+        H100: a 3x3 max pool's nine loads at 128x16 fp32 (72 KB) and 128x32 bf16 (72 KB),
+        0.19 and 0.27 of the ceiling at the rules' 16K-element tiles; three loads at 8192
+        elements (96 KB), two at 8192 (64 KB) 7-22% faster than at 16384 (128 KB); one
+        load at 16384 (64 KB) the best. YBLOCK goes first: the layout's warps run along
+        x, where they keep their runs long."""
+        if rules is None or not kernel.spec.l1_bytes:
+            return None
+        l1 = kernel.spec.l1_bytes / self._programs_per_sm(kernel.spec)
+        blocks = dict(rules.blocks)
+
+        def streamed() -> int:
+            covered = math.prod(min(blocks[block], kernel.numels[numel])
+                                for block, numel in self.PARALLEL_BLOCKS.items())
+            return covered * kernel.traits.streamed_load_bytes
+
+        while streamed() > self.TILE_2D_L1_SHARE * l1 and \
+                blocks["XBLOCK"] * blocks["YBLOCK"] >= 2 * self.MIN_TILE_2D:
+            block = "YBLOCK" if blocks["YBLOCK"] > self.MIN_TILE_2D_SIDE else "XBLOCK"
+            blocks[block] //= 2
+        return None if blocks == rules.blocks else dataclasses.replace(rules, blocks=blocks)
 
     def choose_reduction(self, kernel: KernelQuestion) -> Optional[LaunchConfig]:
         if not self._sees(kernel):
@@ -459,13 +501,17 @@ class GXUHeuristics(Heuristics):
             rblock = min(row, max(rblock, self.MULTI_PASS_TILE // rows))
         return ReductionConfig(rows, rblock, max(2, self.select_num_warps(rows * rblock)))
 
+    @staticmethod
+    def _programs_per_sm(spec: HardwareSpec) -> int:
+        """Programs a full grid puts on one SM (the GXU: 2; the H200 capped at 32: 1)."""
+        return max(1, min(spec.max_blocks_per_sm, cdiv(spec.max_grid, spec.sm_count)))
+
     def _stream_chunk_elements(self, dtype: torch.dtype) -> int:
         """Elements of a pipelined chunk: STREAM_CHUNK_BYTES, or less where the programs a
         full grid puts on one SM could not each buffer CHUNK_STAGES - 1 of them (the GXU:
         2 programs per SM, 128 KB: 16 KB chunks; the H200 capped at 32 programs: 64 KB)."""
         spec = self._spec()
-        sharing = max(1, min(spec.max_blocks_per_sm, cdiv(spec.max_grid, spec.sm_count)))
-        fitting = spec.program_smem // sharing // (self.CHUNK_STAGES - 1)
+        fitting = spec.program_smem // self._programs_per_sm(spec) // (self.CHUNK_STAGES - 1)
         chunk = min(self.STREAM_CHUNK_BYTES, 1 << max(0, fitting.bit_length() - 1))
         return max(self.MIN_CHUNK, chunk // dtype.itemsize)
 

@@ -68,6 +68,12 @@ class KernelTraits:
         return sum(a.bytes for a in self.loads + self.stores if not a.broadcast)
 
     @property
+    def streamed_load_bytes(self) -> int:
+        """Bytes loaded per element of the iteration space by loads that are not broadcast:
+        what a tile's loads bring in from memory, besides the operands it reuses."""
+        return sum(a.bytes for a in self.loads if not a.broadcast)
+
+    @property
     def math_per_byte(self) -> float:
         """Math calls per byte moved: how far a kernel leans on its arithmetic units."""
         return self.transcendentals / max(1, self.bytes_per_element)

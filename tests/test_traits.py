@@ -413,3 +413,42 @@ def test_tiles_that_leave_programs_idle_in_the_last_round_let_the_model_weigh_sm
     # halvings that are not legal configs are not taken
     assert gxu.choose_reduction(_column_question(True, rules, (rules,), 4608,
                                                  rounds_model(4608))) is None
+
+
+def _pool_question(dtype: torch.dtype, loads: int, spec_name: str = "gxu-on-h200"
+                   ) -> KernelQuestion:
+    """A 2D tile (a max pool's window written channels-last) whose `loads` loads each stream
+    one element of `dtype` per output; the rules ask for a 128 x 128 tile on 16 warps."""
+    name = str(dtype).removeprefix("torch.")
+    reads = tuple(Access("in_ptr0", name, dtype.itemsize, False, False, False, False)
+                  for _ in range(loads))
+    write = Access("out_ptr0", name, dtype.itemsize, True, False, False, False)
+    traits = KernelTraits(reads, (write,), flops=6 * loads, live_values=loads)
+    rules = LaunchConfig({"XBLOCK": 128, "YBLOCK": 128}, 16)
+    return KernelQuestion("pool", "pointwise_2d", traits, {"xnumel": 3136, "ynumel": 2048},
+                          dtype, gxusim.load_spec(spec_name), lambda: [rules],
+                          lambda c: 1.0, lambda: rules)
+
+
+def test_a_2d_tile_of_many_loads_shrinks_along_y_until_its_loads_fit_the_l1():
+    gxu = GXUHeuristics()
+    assert gxu.choose_tile_2d(_pool_question(torch.float32, 1)) is None  # 64 KB: the rules
+    for dtype in (torch.float32, torch.bfloat16):
+        question = _pool_question(dtype, 9)
+        chosen = gxu.choose_tile_2d(question)
+        x, y = chosen.blocks["XBLOCK"], chosen.blocks["YBLOCK"]
+        streamed = x * y * question.traits.streamed_load_bytes
+        # within the share of the L1, and the largest such tile: YBLOCK halved, XBLOCK kept
+        assert streamed <= gxu.TILE_2D_L1_SHARE * question.spec.l1_bytes < 2 * streamed
+        assert (x, chosen.num_warps) == (128, 16)
+    # bf16 streams half the bytes: twice the tile
+    assert gxu.choose_tile_2d(_pool_question(torch.bfloat16, 9)).blocks["YBLOCK"] == \
+        2 * gxu.choose_tile_2d(_pool_question(torch.float32, 9)).blocks["YBLOCK"]
+    # two programs an SM share its L1 (16 SMs, 32 programs): half the tile again
+    partition = gxu.choose_tile_2d(_pool_question(torch.bfloat16, 9, "gxu-partition-on-h200"))
+    assert partition.blocks["YBLOCK"] == gxu.choose_tile_2d(
+        _pool_question(torch.float32, 9)).blocks["YBLOCK"]
+    # a spec that does not model an L1 keeps the rules' tile
+    unmodelled = _pool_question(torch.float32, 9, "gxu")
+    kept = gxu.choose_tile_2d(unmodelled)
+    assert kept is None or kept.blocks == unmodelled.rules().blocks
