@@ -16,6 +16,7 @@ import triton.language as tl
 
 import gxusim.emulator as emu
 from gxusim.emulator import execution
+from gxusim.emulator.emitter import DENSE_MIN_LANES
 
 PROGRAMS = 6
 
@@ -177,10 +178,10 @@ def test_inplace_races_match_reference(threads, block: int, n: int) -> None:
         _assert_matches(report, expected)
 
 
-@pytest.mark.parametrize("step,width", [(32, 32), (24, 32), (40, 32), (32, 20)],
+@pytest.mark.parametrize("step,width", [(256, 256), (192, 256), (320, 256), (256, 160)],
                          ids=["abutting", "overlapping", "gaps", "narrow"])
 def test_dense_and_general_tiles_match_reference(threads, step: int, width: int) -> None:
-    n, block = 1000, 32
+    n, block = 8000, DENSE_MIN_LANES  # tiles large enough to have a dense loop
     index = np.array([t * step + lane for t in range(-(-n // step)) for lane in range(block)])
     index[(np.arange(index.size) % block >= width) | (index >= n)] = -1
     out = torch.zeros(n)

@@ -23,7 +23,8 @@ A group execution runs one of two block loops: the dense loop (a cheap pass over
 addresses proved every lane masked in, in bounds and at consecutive elements: memory is
 accessed directly, the runs are the whole block), or the general loop with every guard
 above, which also samples the lanes' offsets and masks for the coalescing model in
-program 0's first execution of each site. The dense loop has no branches, so LLVM
+program 0's first execution of each site (groups of fewer than DENSE_MIN_LANES lanes
+have only the general loop). The dense loop has no branches, so LLVM
 vectorises it; for that it computes tanh by an estimate that knows where it may be off
 (SPECULATIVE_MATH), and an execution unsure of a lane runs again in the general loop.
 """
@@ -54,6 +55,11 @@ class SiteVars:
 
 # The kinds of block loop a group execution may run (see `Emitter.dense_or_general_loop`).
 GENERAL, DENSE = "general", "dense"
+# Groups of fewer lanes run the general loop alone: a dense loop saves them little time and
+# costs numba as much to compile as the rest of the module (resnet18's forward on the
+# emulator, cold: 51 s with a dense loop for every group, 37 s without one under 256
+# lanes; warm calls 165-185 ms either way).
+DENSE_MIN_LANES = 256
 # Math whose dense-loop form is a vectorisable estimate with a per-lane check (float32
 # operands): template -> (estimate, unsure). Exact where the check is sure; see
 # `Emitter.dense_or_general_loop` for what happens where it is not.
@@ -292,8 +298,10 @@ class Emitter:
         """The dense loop when this execution's accesses prove dense and it samples none
         of them, else the general one. A dense loop that estimates some values
         (SPECULATIVE_MATH) and is unsure of one is not kept: the execution runs again in
-        the general loop, which is exact."""
-        dense = self.dense_check(g, sites, depth, site_vars)
+        the general loop, which is exact. Groups under DENSE_MIN_LANES lanes take the
+        general loop alone."""
+        dense = self.dense_check(g, sites, depth, site_vars) \
+            if math.prod(g.shape) >= DENSE_MIN_LANES else None
         if dense is None:
             self.block_loop(g, depth, site_vars, GENERAL)
             return
