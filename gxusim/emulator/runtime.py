@@ -161,7 +161,7 @@ def _exp_nonpositive(y):
 
 
 TANH_SERIES_BELOW = 0.0625  # |x| under which tanh's odd series is used (1 - e**-2|x| cancels)
-TANH_ROUNDING_MARGIN = 1e-13  # relative error of `_tanh_estimate` (< 2e-15), with ample room
+TANH_ROUNDING_MARGIN = 1e-14  # relative error of `_tanh_estimate` (< 2e-15), with room
 
 
 @njit(inline="always")
