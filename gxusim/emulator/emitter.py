@@ -22,8 +22,8 @@ afterwards, so the parallel run stays race-free.
 A group execution runs one of two block loops: the dense loop (a cheap pass over the
 addresses proved every lane masked in, in bounds and at consecutive elements: memory is
 accessed directly, the runs are the whole block), or the general loop with every guard
-above, which also samples the lanes' offsets and masks for the coalescing model in
-program 0's first execution of each site (groups of fewer than DENSE_MIN_LANES lanes
+above. Program 0's first execution of each site samples the lanes' offsets and masks for
+the coalescing model, in either loop (groups of fewer than DENSE_MIN_LANES lanes
 have only the general loop). The dense loop has no branches, so LLVM
 vectorises it; for that it computes tanh by an estimate that knows where it may be off
 (SPECULATIVE_MATH), and an execution unsure of a lane runs again in the general loop.
@@ -295,8 +295,8 @@ class Emitter:
         return not any(isinstance(s, PhiSet) or (isinstance(s, Store) and s.atomic_add) for s in g.items)
 
     def dense_or_general_loop(self, g: Group, sites: list, depth: int, site_vars: dict) -> None:
-        """The dense loop when this execution's accesses prove dense and it samples none
-        of them, else the general one. A dense loop that estimates some values
+        """The dense loop when this execution's accesses prove dense (an execution that
+        samples them then records their consecutive offsets), else the general one. A dense loop that estimates some values
         (SPECULATIVE_MATH) and is unsure of one is not kept: the execution runs again in
         the general loop, which is exact. Groups under DENSE_MIN_LANES lanes take the
         general loop alone."""
@@ -323,6 +323,13 @@ class Emitter:
                 self.w(depth + 1, f"{sv.lanes} = {numel}")
             if self.tracked(s):
                 self.w(depth + 1, f"{self.run_vars(sv.run)} = {sv.start}, {sv.start} + {numel}")
+            if self.layout.checks:  # the sample a general loop takes: consecutive, all in
+                lane = self.fresh("f")
+                self.w(depth + 1, f"if {sv.sample}:")
+                self.w(depth + 2, f"for {lane} in range({numel}):")
+                self.w(depth + 3, f"samp_off[{self.site_of(s)}, {lane}] = "
+                                  f"{sv.start} - o_{self.base_of(s)} + {lane}")
+                self.w(depth + 3, f"samp_mask[{self.site_of(s)}, {lane}] = True")
         if len(self.lines) == body:
             self.w(depth + 1, "pass")
         self.w(depth, "else:")
@@ -386,9 +393,7 @@ class Emitter:
             self.w(depth, f"{sv.start} = {residue[self.offset_of(s).id][0]} + o_{base}")
             terms += [f"{sv.start} >= 0", f"{sv.start} + {numel} <= n_{base}"]
         self.w(depth, f"{addresses_dense} = {' and '.join(terms)}")
-        # the sampling execution takes the general loop, which samples
-        samples = [f"not {site_vars[self.site_of(s)].sample}" for s in sites] if self.layout.checks else []
-        self.w(depth, f"{dense} = {' and '.join([addresses_dense] + samples)}")
+        self.w(depth, f"{dense} = {addresses_dense}")
         return dense
 
     def item_code(self, s: Any, g: Group, idx: list, d: int, site_vars: dict) -> None:
