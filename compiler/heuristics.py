@@ -425,16 +425,17 @@ class GXUHeuristics(Heuristics):
     def _within_l1(self, kernel: KernelQuestion, rules: Optional[LaunchConfig]
                    ) -> Optional[LaunchConfig]:
         """The rules' 2D tile, its YBLOCK (then, at MIN_TILE_2D_SIDE, its XBLOCK) halved
-        (down to MIN_TILE_2D elements) until what its loads stream (`KernelTraits.streamed_load_bytes` of the elements it
-        covers) takes at most TILE_2D_L1_SHARE of the L1 a program has; None where the
-        rules' tile already does, or the spec models no L1.
+        (down to MIN_TILE_2D elements) until what its loads stream
+        (`KernelTraits.streamed_load_bytes` of the elements it covers) takes at most
+        TILE_2D_L1_SHARE of the L1 a program has; None where the rules' tile already
+        does, or the spec models no L1.
 
         A 2D tile transposes: its loads run along different axes, and those that do not
         run along the layout's fast axis (x) read each line over several warps, so the L1
         must hold the tile's lines until the last warp has read them. Corpus fit part,
         H100: a 3x3 max pool's nine loads at 128x16 fp32 (72 KB) and 128x32 bf16 (72 KB),
         0.19 and 0.27 of the ceiling at the rules' 16K-element tiles; three loads at 8192
-        elements (96 KB), two at 8192 (64 KB) 7-22% faster than at 16384 (128 KB); one
+        elements (96 KB), two at 8192 (64 KB) 7-23% faster than at 16384 (128 KB); one
         load at 16384 (64 KB) the best. YBLOCK goes first: the layout's warps run along
         x, where they keep their runs long."""
         if rules is None or not kernel.spec.l1_bytes:

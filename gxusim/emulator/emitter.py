@@ -23,10 +23,10 @@ A group execution runs one of two block loops: the dense loop (a cheap pass over
 addresses proved every lane masked in, in bounds and at consecutive elements: memory is
 accessed directly, the runs are the whole block), or the general loop with every guard
 above. Program 0's first execution of each site samples the lanes' offsets and masks for
-the coalescing model, in either loop (groups of fewer than DENSE_MIN_LANES lanes
-have only the general loop). The dense loop has no branches, so LLVM
-vectorises it; for that it computes tanh by an estimate that knows where it may be off
-(SPECULATIVE_MATH), and an execution unsure of a lane runs again in the general loop.
+the coalescing model, in either loop (groups of fewer than DENSE_MIN_LANES lanes have
+only the general loop). The dense loop has no branches, so LLVM vectorises it; for that
+it computes tanh by an estimate that knows where it may be off (SPECULATIVE_MATH), and an
+execution unsure of a lane runs again in the general loop.
 """
 from __future__ import annotations
 
@@ -296,10 +296,10 @@ class Emitter:
 
     def dense_or_general_loop(self, g: Group, sites: list, depth: int, site_vars: dict) -> None:
         """The dense loop when this execution's accesses prove dense (an execution that
-        samples them then records their consecutive offsets), else the general one. A dense loop that estimates some values
-        (SPECULATIVE_MATH) and is unsure of one is not kept: the execution runs again in
-        the general loop, which is exact. Groups under DENSE_MIN_LANES lanes take the
-        general loop alone."""
+        samples them then records their consecutive offsets), else the general one. A
+        dense loop that estimates some values (SPECULATIVE_MATH) and is unsure of one is
+        not kept: the execution runs again in the general loop, which is exact. Groups
+        under DENSE_MIN_LANES lanes take the general loop alone."""
         dense = self.dense_check(g, sites, depth, site_vars) \
             if math.prod(g.shape) >= DENSE_MIN_LANES else None
         if dense is None:
