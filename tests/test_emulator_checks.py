@@ -194,6 +194,18 @@ def test_blocked_layout_and_coalescing() -> None:
     assert eff == [pytest.approx(1.0), pytest.approx(0.5)]
 
 
+def test_a_sampled_tile_that_takes_the_dense_loop_records_its_consecutive_offsets() -> None:
+    """Program 0's first tile is the sampled one; a whole in-bounds tile takes the dense
+    loop, which records its lanes' offsets after it: consecutive, so each contiguous
+    access is fully coalesced, as the general loop's sample says of it."""
+    from triton_kernels import pointwise
+    n = 64 * 1024
+    report = emu.run_launch(pointwise.add_relu_gridstride, (8,),
+                            (torch.randn(n), torch.randn(n), torch.empty(n), n),
+                            constexprs={"XBLOCK": 1024}, spec="gxu")
+    assert list(report.coalescing.values()) == [pytest.approx(1.0)] * 3
+
+
 def test_coalescing_memo_tells_samples_apart() -> None:
     """Samples that share a memo entry only when their offsets and masks are the same: even
     progressions (keyed by first offset and step) and any other sample (keyed by a digest),
