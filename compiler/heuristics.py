@@ -344,13 +344,28 @@ class GXUHeuristics(Heuristics):
         hide; a flipped run, read backwards, still fills its sectors and pipelines: a
         logcumsumexp of flipped rows, 4096 x 1024, 0.51 of the ceiling at its best
         unpipelined config, 1.00 at 3 stages), nor where a one-pass row reduction's rows
-        have fewer than twice as many chunks as stages (`_stages`)."""
+        have fewer than twice as many chunks as stages (`_stages`), nor where a full pipeline's
+        chunks do not fit a program's shared memory (`_chunks_fit_shared_memory`)."""
         if any(a.along_reduction and not a.coalesced for a in kernel.traits.loads):
+            return False
+        if not self._chunks_fit_shared_memory(kernel, config):
             return False
         rblock = config.blocks.get("R0_BLOCK")
         if kernel.kind == "looped_reduction" and kernel.traits.chunk_loops == 1 and rblock:
             return self._stages(kernel.numels["r0_numel"], rblock) > 1
         return True
+
+    def _chunks_fit_shared_memory(self, kernel: KernelQuestion, config: LaunchConfig) -> bool:
+        """Whether the CHUNK_STAGES - 1 chunks a full pipeline keeps in flight, of every
+        load that moves along the reduced axis (`KernelTraits.chunk_load_bytes`), fit the
+        shared memory a program has beside the others a full grid puts on its SM. The rules
+        size a chunk for one load; with several, the plan would lower the pipelining to the
+        stages that fit, and a shallow pipeline of big chunks is slower than none (corpus
+        fit part, H100, the four reductions whose chunks fit no full pipeline: 0.20-0.73 of
+        the ceiling at 2-3 stages, 1.00 unpipelined)."""
+        elements = math.prod({**(kernel.static_blocks or {}), **config.blocks}.values())
+        share = kernel.spec.program_smem // self._programs_per_sm(kernel.spec)
+        return (self.CHUNK_STAGES - 1) * elements * kernel.traits.chunk_load_bytes <= share
 
     def _read_against_traits(self, kernel: KernelQuestion,
                              rules: Optional[LaunchConfig]) -> Optional[LaunchConfig]:

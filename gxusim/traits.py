@@ -74,6 +74,12 @@ class KernelTraits:
         return sum(a.bytes for a in self.loads if not a.broadcast)
 
     @property
+    def chunk_load_bytes(self) -> int:
+        """Bytes loaded per element of a reduction's tile by loads that move along the reduced
+        axis and are not broadcast: what a pipelined chunk loop buffers of each chunk."""
+        return sum(a.bytes for a in self.loads if a.along_reduction and not a.broadcast)
+
+    @property
     def math_per_byte(self) -> float:
         """Math calls per byte moved: how far a kernel leans on its arithmetic units."""
         return self.transcendentals / max(1, self.bytes_per_element)

@@ -377,6 +377,30 @@ def test_the_register_fallback_keeps_a_scattered_kernel_unpipelined():
     assert contiguous == fitting[0]
 
 
+def test_a_chunk_loop_of_several_loads_pipelines_only_where_a_full_pipeline_fits():
+    """The rules size a pipelined chunk for one load. A row sum of one load keeps its four
+    stages; with three loads along the rows, three chunks in flight (3 x 128 x 64 x 12
+    bytes = 288 KB) overflow the 227 KB an H200 program has, and the rules' tile is taken
+    unpipelined rather than at the shallower depth that would fit."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    rules = LaunchConfig({"XBLOCK": 128, "R0_BLOCK": 64}, 16, 4)
+
+    def question(loads: int) -> KernelQuestion:
+        row = Access("in_ptr0", "float32", 4, True, False, False, True)
+        traits = KernelTraits(tuple(dataclasses.replace(row, buffer=f"in_ptr{i}")
+                                    for i in range(loads)),
+                              (Access("out_ptr0", "float32", 4, True, True, False, False),),
+                              ("sum",), chunk_loops=1, flops=loads, live_values=3)
+        return KernelQuestion("k", "looped_reduction", traits,
+                              {"xnumel": 7680, "r0_numel": 1568}, torch.float32, spec,
+                              lambda: [rules], lambda c: 1.0, lambda: rules)
+    gxu = GXUHeuristics(spec)
+    assert (gxu.CHUNK_STAGES - 1) * 128 * 64 * 4 <= spec.program_smem < \
+        (gxu.CHUNK_STAGES - 1) * 128 * 64 * 12
+    assert gxu.choose_reduction(question(1)) is None  # the rules stand
+    assert gxu.choose_reduction(question(3)) == dataclasses.replace(rules, num_stages=1)
+
+
 def test_one_pass_rows_pipeline_only_over_enough_chunks_and_few_rows_keep_their_tile():
     gxu = GXUHeuristics(gxusim.load_spec("gxu-on-h200"))
     short = gxu.select_one_pass_reduction(4608, 196, torch.float32)
