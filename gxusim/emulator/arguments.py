@@ -4,6 +4,7 @@ the specialisation key the builder takes."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any, Callable, Optional, Sequence
 
@@ -42,7 +43,7 @@ def bind_arguments(kernel: Any, args: Sequence, constexprs: dict,
     """Parameter name -> value, in the kernel's parameter order (defaults filled in;
     launch options such as num_warps among `constexprs` are left out)."""
     pyfn = kernel_source(kernel)[1]
-    sig = inspect.signature(pyfn)
+    sig = _signature(pyfn)
     names = list(arg_names or sig.parameters)
     bound: dict = dict(zip(names, args))
     for name, value in constexprs.items():
@@ -55,6 +56,11 @@ def bind_arguments(kernel: Any, args: Sequence, constexprs: dict,
     if missing:
         raise TypeError(f"kernel {pyfn.__name__}: missing argument(s) {missing}")
     return {n: bound[n] for n in sig.parameters}
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(pyfn: Callable) -> inspect.Signature:
+    return inspect.signature(pyfn)
 
 
 def sort_arguments(kernel: Any, bound: dict) -> LaunchArguments:

@@ -3,6 +3,7 @@ mapping of its lines to file lines for messages, and the hash that keys caches o
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import textwrap
@@ -25,9 +26,14 @@ def kernel_source(fn: Any) -> tuple[str, Callable, str]:
         pyfn, src = fn, inspect.getsource(fn)
     else:
         raise TypeError(f"not a Triton kernel: {fn!r}")
+    return _from_def(src), pyfn, pyfn.__name__
+
+
+@functools.lru_cache(maxsize=1024)
+def _from_def(src: str) -> str:
+    """The source dedented, from its `def` (every launch asks: cached by the text)."""
     src = textwrap.dedent(src)
-    start = src.find("def ")
-    return src[start:], pyfn, pyfn.__name__
+    return src[src.find("def "):]
 
 
 class KernelFunction:
@@ -72,4 +78,9 @@ def declared_mutations(pyfn: Callable) -> frozenset[str]:
 
 def source_hash(texts: list) -> str:
     """Short hash of source texts (a cache key part)."""
-    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+    return _hash("\0".join(texts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
