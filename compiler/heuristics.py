@@ -293,6 +293,14 @@ class GXUHeuristics(Heuristics):
     FULL_WAVES = 0.9
     PARALLEL_BLOCKS = {"XBLOCK": "xnumel", "YBLOCK": "ynumel"}
 
+    # Kinds whose pipelining the rules decide from measurements (row reductions: one pass
+    # over enough chunks, `_stages`; several passes never) and the register fallback keeps:
+    # the model ranks their tiles and warps better than their pipelining (corpus fit part,
+    # H100, row reductions: 0.824 of the ceiling at the rules' stages, 0.815 with the
+    # model's choice of stages at the rules' tile; two fallbacks' pipelined picks 0.53 and
+    # 0.56, their best unpipelined ones 0.82 and 1.00).
+    RULES_PIPELINING = ("looped_reduction",)
+
     SEES_KERNEL = True  # False: the rules alone, traits or not (what the rules would pick)
     # What a tile loop's indexing, masks and loop state take of a thread's registers besides
     # its elements' values.
@@ -325,13 +333,17 @@ class GXUHeuristics(Heuristics):
         """`changed` (the rules' config as read against the traits; None: the rules' as
         they are, which the four answers give) where it does not spill; else the config the
         performance model predicts fastest among those that do not (ties: the one nearest
-        the rules' tile; all configs, where none fits)."""
+        the rules' tile; all configs, where none fits). In the kinds of RULES_PIPELINING
+        the model weighs only configs pipelined as the rules' is (or both unpipelined)."""
         chosen = changed or rules
         compiles = [0]
         if chosen is None or self._fits(kernel, chosen, compiles):
             return changed
+        pipelined = (chosen.num_stages or 1) > 1
         configs = sorted((c for c in kernel.candidates()
-                          if (c.num_stages or 1) == 1 or self._may_pipeline(kernel, c)),
+                          if ((c.num_stages or 1) == 1 or self._may_pipeline(kernel, c)) and
+                          (kernel.kind not in self.RULES_PIPELINING or
+                           ((c.num_stages or 1) > 1) == pipelined)),
                          key=lambda c: (kernel.predict(c), _distance(c, chosen)))
         return next((c for c in configs if self._fits(kernel, c, compiles)),
                     configs[0] if configs else None)

@@ -401,6 +401,28 @@ def test_a_chunk_loop_of_several_loads_pipelines_only_where_a_full_pipeline_fits
     assert gxu.choose_reduction(question(3)) == dataclasses.replace(rules, num_stages=1)
 
 
+def test_the_register_fallback_keeps_a_row_reductions_pipelining_as_the_rules_decide():
+    """The rules' tile spills. Among the configs that fit, the model (here) predicts a
+    pipelined one fastest: a column reduction takes it, while a row reduction, whose rules
+    decided not to pipeline, takes the model's fastest unpipelined config."""
+    spec = gxusim.load_spec("gxu-on-h200")
+    spilling = LaunchConfig({"XBLOCK": 128, "R0_BLOCK": 512}, 4, 1)
+    fitting = [LaunchConfig({"XBLOCK": 32, "R0_BLOCK": 64}, 8, stages) for stages in (4, 1)]
+
+    def question(kind: str) -> KernelQuestion:
+        row = Access("in_ptr0", "float32", 4, True, False, False, True)
+        traits = KernelTraits((row,), (Access("out_ptr0", "float32", 4, True, True, False, False),),
+                              ("sum",), chunk_loops=1, flops=2, live_values=3)
+        return KernelQuestion("k", kind, traits, {"xnumel": 4096, "r0_numel": 4096},
+                              torch.float32, spec, lambda: list(fitting),
+                              lambda c: 1.0 / (c.num_stages or 1), lambda: spilling)
+    gxu = GXUHeuristics(spec)
+    assert gxu.registers_per_thread(question("looped_reduction").traits, spilling, spec) > \
+        gxu.SURE_SPILL * spec.register_budget(spilling.num_warps)
+    assert gxu.choose_reduction(question("column_reduction")) == fitting[0]
+    assert gxu.choose_reduction(question("looped_reduction")) == fitting[1]
+
+
 def test_one_pass_rows_pipeline_only_over_enough_chunks_and_few_rows_keep_their_tile():
     gxu = GXUHeuristics(gxusim.load_spec("gxu-on-h200"))
     short = gxu.select_one_pass_reduction(4608, 196, torch.float32)
