@@ -241,16 +241,19 @@ def test_a_division_is_a_reciprocal_on_the_transcendental_unit():
     assert (normalise.transcendental_steps, normalise.divisions) == (1.0 + division, 1.0)
     _, loop = kernel_phases(WELFORD)
     assert (loop.transcendental_steps, loop.divisions) == (0.0, 1.0)  # Welford's division
-    # the reciprocals count against the SM's transcendental rate, not along the chain (on a
-    # part that has one: the H200's fit finds none besides the calls' instructions)
-    spec = gxusim.load_spec("gxu-on-h200").replace(sm_transcendental_s=2e-11)
+    # the reciprocals are instructions the SM issues (a tile's estimate counts them where
+    # no binary does), not steps along the chain
+    spec = gxusim.load_spec("gxu-on-h200")
     blocks = {"XBLOCK": 1, "R0_BLOCK": 2048}
     facts = LaunchFacts(32, 16, 64, 16384, 1e8, 1, phases=launch_phases(WELFORD, blocks, 8))
-    without = LaunchFacts(32, 16, 64, 16384, 1e8, 1, phases=tuple(
-        dataclasses.replace(p, divisions=0.0) for p in facts.phases))
-    assert breakdown(facts, spec)["sm_transcendental_s"] > 0 == \
-        breakdown(without, spec)["sm_transcendental_s"]
     assert breakdown(facts, spec)["transcendental_issue_s"] == 0
+    normalised = launch_phases(SOFTMAX_LOOPED, blocks, 8)[-1]
+    tile_phase = dataclasses.replace(normalised, looped=False)
+    without = dataclasses.replace(tile_phase, divisions=0.0)
+    assert tile_phase.divisions == 1.0
+    assert evidence.estimated_instructions(tile_phase, facts, spec) - \
+        evidence.estimated_instructions(without, facts, spec) == pytest.approx(
+            spec.tile_division_instructions * tile_phase.elements / (16 * spec.warp_size))
 
 
 def test_a_chunk_loop_counts_the_values_it_carries_from_chunk_to_chunk():
@@ -275,17 +278,19 @@ def test_registers_a_chunk_loop_carries_beyond_the_budget_spill():
     assert spilled(welford(16, 16384, 4)) == 32 * 3 * spec.live_per_carried - 128
     # ... and 64 elements a thread spill on one warp too, costing every chunk
     assert spilled(welford(1, 2048, 8)) == 64 * 3 * spec.live_per_carried - 255
-    # a pipelined loop pays them on top of its copies, every chunk
-    assert breakdown(welford(1, 2048, 8, stages=3), spec)["spill_s"] == pytest.approx(
-        64 * 8 * (64 * 3 * spec.live_per_carried - 255) * spec.spill_s)
-    # an unpipelined loop's spills add too: per word, and its warp's words through the L1
-    spills, none = welford(1, 2048, 8), welford(1, 2048, 8, compiled_spills=0)
+    # a pipelined loop pays them on top of its copies, every chunk: its warp's words through
+    # an L1 that holds them (a store and a reload, 8 bytes a lane)
+    roomy = spec.replace(l1_bytes=0, smem_carveouts=())
     words = 64 * 8 * (64 * 3 * spec.live_per_carried - 255)
-    assert predict_seconds(spills, spec) == pytest.approx(
-        predict_seconds(none, spec) + words * (spec.spill_s + 32 * 8 / spec.spill_bandwidth))
+    assert breakdown(welford(1, 2048, 8, stages=3), roomy)["spill_bandwidth"] == \
+        pytest.approx(words * 32 * 8 / spec.spill_bandwidth)
+    # an unpipelined loop's spills add too
+    spills, none = welford(1, 2048, 8), welford(1, 2048, 8, compiled_spills=0)
+    assert predict_seconds(spills, roomy) == pytest.approx(
+        predict_seconds(none, roomy) + words * 32 * 8 / spec.spill_bandwidth)
     # a loop that runs once carries nothing (the compiler folds its first-chunk case)
     assert spilled(welford(1, 2048, 1)) == 0
-    free = spec.replace(spill_s=0.0, spill_bandwidth=0.0)  # spills cost nothing
+    free = spec.replace(spill_bandwidth=0.0)  # spills cost nothing
     for r0, cost in ((1024, 1.0), (2048, 1.05)):  # 32 elements a thread spill none, 64 do
         chunks = welford(1, r0, 16384 // r0)
         assert predict_seconds(chunks, spec) >= cost * predict_seconds(chunks, free)
@@ -311,9 +316,11 @@ def test_the_compilers_spill_count_replaces_the_estimate():
     # read back from JSON as the sweep and calibration files store it
     stored = facts_from_dict(dataclasses.asdict(welford(16, compiled_spills=700)))
     assert spilled(stored) == 700
-    # (the load wait the spills overlap is small beside them: they take most of the time)
-    assert breakdown(stored, spec)["spill_s"] == pytest.approx(64 * 4 * 700 * spec.spill_s,
-                                                               rel=0.03)
+    # every chunk of the 64 tiles moves the 700 words of each of the 16 warps' threads
+    # through an L1 that holds them
+    roomy = spec.replace(l1_bytes=0, smem_carveouts=())
+    assert breakdown(stored, roomy)["spill_bandwidth"] == pytest.approx(
+        64 * 4 * 700 * 16 * spec.warp_size * 8 / spec.spill_bandwidth)
 
 
 def test_without_a_binary_the_model_reads_the_specs_estimates():
@@ -391,15 +398,16 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
         return LaunchFacts(32, 16, 8, tile * chunks, 1e5, 1, compiled_spills=compiled_spills,
                            phases=launch_phases(source, blocks, chunks))
 
+    roomy = spec.replace(l1_bytes=0, smem_carveouts=())  # an L1 that holds every frame
+
     def spill_s(facts):
-        return breakdown(facts, spec)["spill_s"]
+        return breakdown(facts, roomy)["spill_bandwidth"]
     rows = {"XBLOCK": 512, "R0_BLOCK": 64}  # 64 elements a thread of 16 warps
     spilled, kept = launch(LAYERNORM_ROWS, rows, 1, 80), launch(LAYERNORM_ROWS, rows, 1, 0)
-    assert spill_s(spilled) == pytest.approx(8 * 80 * spec.spill_s)
     # each word stored and reloaded by each of the SM's 512 threads goes through its L1...
-    roomy = spec.replace(l1_bytes=0, smem_carveouts=())  # an L1 that holds every frame
+    assert spill_s(spilled) == pytest.approx(8 * 80 * 512 * 8 / spec.spill_bandwidth)
     assert predict_seconds(spilled, roomy) == pytest.approx(
-        predict_seconds(kept, roomy) + 8 * 80 * (spec.spill_s + 512 * 8 / spec.spill_bandwidth))
+        predict_seconds(kept, roomy) + spill_s(spilled))
     # ... which holds them only while they fit: 160 KB of frames and the tile's 128 KB of
     # loads outgrow the H200's 256 KiB, and the words come back from L2
     assert predict_seconds(spilled, spec) > predict_seconds(spilled, roomy)
@@ -408,7 +416,7 @@ def test_a_persistent_reductions_spills_cost_once_a_tile_a_pointwise_tiles_nothi
     code = MachineCode((), LoopCode(loads=8, round_trips=1.0, local_words=240))
     read = dataclasses.replace(spilled, phases=with_machine_code(
         spilled, spec, Resources(80, 128, 0, code)))
-    assert spill_s(read) == pytest.approx(8 * 240 * spec.spill_s)
+    assert spill_s(read) == pytest.approx(8 * 240 * 512 * 8 / spec.spill_bandwidth)
     assert facts_from_dict(dataclasses.asdict(read)) == read
     assert spill_s(launch(TANH_GELU, {"XBLOCK": 32768}, 1, 36)) == 0
     looped = launch(ROW_SUM, {"XBLOCK": 1, "R0_BLOCK": 1024}, 4, 10)
@@ -524,8 +532,7 @@ def test_under_a_32_program_cap_bigger_tiles_are_predicted_faster():
 
 def test_a_thread_with_more_accesses_than_it_keeps_in_flight_pays_more_round_trips():
     spec = gxusim.load_spec("gxu-on-h200").replace(sm_bandwidth=0.0, transcendental_issue_s=0.0,
-                                                   flop_issue_s=0.0, sm_flop_s=0.0,
-                                                   sm_transcendental_s=0.0)
+                                                   flop_issue_s=0.0, sm_flop_s=0.0)
     # mul_relu: per 4 elements a thread loads one 16-byte vector and stores one
     one, two = (_facts(spec, MUL_RELU, {"XBLOCK": 32 * 4 * spec.loads_in_flight * k / 2}, 1,
                        32, 1 << 24, 8 << 24) for k in (1, 2))
@@ -1079,15 +1086,14 @@ def test_fit_recovers_the_parameters_that_generated_the_times():
                           transcendental_issue_s=5e-8, layout_convert_s=1e-8,
                           layout_sync_s=2e-7, reduction_s=1e-7, scan_chunk_s=1e-6,
                           pipeline_latency_s=7e-7, async_copy_bandwidth=8e10,
-                          sm_transcendental_s=2e-10, sm_flop_s=3e-12,
-                          spill_s=2e-8, run_issue_s=5e-10, row_reduction_s=3e-8)
+                          sm_flop_s=3e-12, run_issue_s=5e-10, row_reduction_s=3e-8)
     launches = _varied_launches(truth)
     result = fit(start, launches, [predict_seconds(p, truth) for p in launches])
     for field in ("launch_overhead_s", "memory_latency_s", "loads_in_flight", "sm_bandwidth",
                   "loop_round_trip_s", "flop_issue_s", "transcendental_issue_s",
                   "layout_convert_s", "layout_sync_s", "reduction_s", "scan_chunk_s",
-                  "pipeline_latency_s", "async_copy_bandwidth", "sm_transcendental_s",
-                  "sm_flop_s", "spill_s", "run_issue_s", "row_reduction_s"):
+                  "pipeline_latency_s", "async_copy_bandwidth", "sm_flop_s", "run_issue_s",
+                  "row_reduction_s"):
         assert field in result.fitted
         # the SM's issue rates bind only where two programs share an SM, and there compete
         # with the thread's chain in a smooth max: pinned less tightly

@@ -94,6 +94,15 @@ def test_unknown_and_missing_keys_are_named(tmp_path: Path) -> None:
         load_spec(path)
 
 
+def test_a_field_removed_from_the_model_is_named_with_what_charges_its_time_now(
+        tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"spill_s was removed from the model: spilled words "
+                                        r"are charged through spill_bandwidth"):
+        load_spec(_spec_file(tmp_path, "spill_s = 3.6e-9"))
+    with pytest.raises(SpecError, match="sm_transcendental_s was removed"):
+        load_spec(_spec_file(tmp_path, "sm_transcendental_s = 0"))
+
+
 def test_an_estimates_table_sets_what_stands_in_for_a_binary(tmp_path: Path) -> None:
     """The [estimates] table overrides the counts that stand in for a compiled binary; a
     name it does not know, or a bad value, is refused with the field named."""

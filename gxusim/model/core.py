@@ -73,13 +73,10 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
              "transcendental_issue_s": steps * serial * phase.transcendental_steps *
              spec.transcendental_issue_s}
     # The SM's issue slots: a warp's instructions as the binary's chunk issues them, else
-    # an estimate, each one a thread-instruction for every lane; and every element's calls.
+    # an estimate, each one a thread-instruction for every lane (math calls among them).
     instructions = phase.issued or estimated_instructions(phase, facts, spec)
     threads = facts.num_warps * spec.warp_size
-    elements = sharing * steps * phase.elements
-    throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s,
-                  "sm_transcendental_s": elements * (phase.transcendental_steps +
-                                                     phase.divisions) * spec.sm_transcendental_s}
+    throughput = {"sm_flop_s": sharing * steps * threads * instructions * spec.sm_flop_s}
     # A chunk loop's warp issues its own instructions one after another, besides the SM's
     # limits. One warp to a scheduler cannot hide its dependences: ncu on a layernorm's
     # one-warp plan (4096x4096 bf16, chunks of 2048, spilling) reads 2.75 cycles an
@@ -100,8 +97,7 @@ def phase_terms(phase: PhaseFacts, facts: LaunchFacts, spec: HardwareSpec,
         # cannot hold wait for L2 (a round trip each, or the SM's rate from L2).
         miss = spill_miss_share(phase, facts, spec)
         moved = sharing * steps * spilled * facts.num_warps * spec.warp_size * 8
-        spill = {"spill_s": steps * spilled * spec.spill_s,
-                 "spill_bandwidth": seconds_at(spec.spill_bandwidth, (1 - miss) * moved),
+        spill = {"spill_bandwidth": seconds_at(spec.spill_bandwidth, (1 - miss) * moved),
                  **smooth_max_by_field(spec,
                      {"spill_miss_s": steps * spilled * miss * spec.spill_miss_s},
                      {"sm_bandwidth": seconds_at(spec.sm_bandwidth, miss * moved)})}

@@ -46,16 +46,11 @@ TERMS: tuple[Term, ...] = (
          "another (what the warp's own dependences leave unhidden)"),
     Term("sm_flop_s", "per thread-instruction on one SM, at its issue rate (a chunk's "
          "instructions: its binary's, else the loop_*instructions estimate)"),
-    Term("sm_transcendental_s", "per element on one SM: one expf-equivalent call, at the "
-         "SM's issue rate"),
     Term("layout_convert_s", "per tile element: a layout conversion through shared memory"),
     Term("layout_sync_s", "one layout conversion's barriers, per tile"),
     Term("reduction_s", "one block reduction, per (1 + log2 warps)"),
     Term("row_reduction_s", "one block reduction: per row a warp reduces (its lanes' shuffles)"),
     Term("scan_chunk_s", "one serial scan chunk"),
-    Term("spill_s", "a chunk (a persistent reduction: a tile): per 4-byte word a thread "
-         "spills and reloads (the binary's local-memory words, else its spilled registers, "
-         "stored and reloaded each chunk or around a tile's reductions)"),
     Term("spill_miss_s", "a chunk: per 4-byte word a thread spills and reloads, for the "
          "share of its frame the L1 cannot hold (`spill_miss_share`): an L2 round trip; "
          "measured by benchmarks/spill_frames.py, not fitted", fitted=False),
