@@ -207,12 +207,11 @@ _CACHE_BYTES = ("l2_bytes", "l1_bytes", "l2_kept_bytes", "l2_kept_none_bytes")  
 # The performance model's coefficients (gxusim/model/terms.py TERMS, bandwidth aside).
 _MODEL_TERMS = ("launch_overhead_s", "memory_latency_s", "loop_round_trip_s",
                 "pipeline_latency_s", "l2_latency_s", "l2_hit_share", "flop_issue_s", "sm_flop_s",
-                "warp_instruction_s", "transcendental_issue_s", "scan_chunk_s", "loads_in_flight", "sm_bandwidth",
-                "async_copy_bandwidth", "run_issue_s", "narrow_run_s", "narrow_line_s",
-                "narrow_spread_per_doubling", "spill_miss_s", "spill_miss_from",
-                "spill_miss_all",
-                "spill_bandwidth",
-                "layout_convert_s", "layout_sync_s", "reduction_s", "row_reduction_s")
+                "warp_instruction_s", "transcendental_issue_s", "scan_chunk_s",
+                "loads_in_flight", "sm_bandwidth", "async_copy_bandwidth", "run_issue_s",
+                "narrow_run_s", "narrow_line_s", "narrow_spread_per_doubling", "spill_miss_s",
+                "spill_miss_from", "spill_miss_all", "spill_bandwidth", "layout_convert_s",
+                "layout_sync_s", "reduction_s", "row_reduction_s")
 # What stands in for a binary's counts (a TOML file's [estimates] table).
 ESTIMATES = ("word_issue_steps", "live_per_carried", "round_trips_per_load",
              "loop_instructions", "loop_element_instructions", "loop_step_instructions",
